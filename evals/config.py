@@ -1,0 +1,184 @@
+"""The A/B config file: YAML, loaded safely, validated, with `extends:` for shared bases.
+
+Unknown keys are errors that name the file and the key path. Engine arguments are
+kept verbatim (spelled as vLLM's engine arguments); they are checked against vLLM's
+own parser by the runner side (`evals.runner.engine_args`), not here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from evals.errors import UserError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_TASKS_DIR = REPO_ROOT / "tasks"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TaskSpec(_Strict):
+    """One target task and the metric that gates it."""
+
+    name: str = Field(description="lm-eval task name (registered, or under tasks/)")
+    metric: str = Field("acc", description="metric whose per-item values are compared")
+    filter: str | None = Field(None, description="lm-eval filter name; default: the task's first")
+    gate: bool = Field(True, description="False: reported, but cannot fail the run")
+
+
+class ArmConfig(_Strict):
+    """One side of the comparison: an engine configuration."""
+
+    engine: dict[str, Any] = Field(default_factory=dict,
+                                   description="vLLM engine keyword arguments, verbatim")
+    model: str | None = Field(None, description="override of the top-level model")
+    env: dict[str, str] = Field(default_factory=dict, description="environment for the arm")
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_as_strings(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {str(k): str(v) for k, v in value.items()}
+        return value
+
+
+class Arms(_Strict):
+    baseline: ArmConfig
+    candidate: ArmConfig
+
+
+class GateConfig(_Strict):
+    alpha: float = Field(0.05, gt=0, lt=0.5, description="one-sided significance level")
+    margin: float = Field(0.02, gt=0, lt=1,
+                          description="non-inferiority margin in accuracy units (0.02 = 2 points)")
+    correction: Literal["holm", "none"] = "holm"
+    bootstrap_resamples: int = Field(10_000, ge=100)
+
+
+class ABConfig(_Strict):
+    """A whole A/B comparison."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    model: str
+    tasks: list[TaskSpec] = Field(min_length=1)
+    limit: int | None = Field(None, ge=1)
+    num_fewshot: int | None = Field(None, ge=0)
+    seed: int = 1234
+    include_path: str | None = Field(None, description="extra lm-eval task folder; default tasks/")
+    expect_identical_arms: bool = Field(
+        False, description="True for an A/A check; otherwise identical arms are an error")
+    arms: Arms
+    gate: GateConfig = GateConfig()
+    description: str = ""
+    source: str = Field("", exclude=True, description="the file this was loaded from")
+
+    def arm(self, name: str) -> ArmConfig:
+        return getattr(self.arms, name)
+
+    def arm_model(self, name: str) -> str:
+        return self.arm(name).model or self.model
+
+
+def _deep_merge(base: dict, override: dict) -> dict:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _read_yaml(path: Path, chain: tuple[Path, ...] = ()) -> dict:
+    if path in chain:
+        raise UserError(f"{chain[0]}: `extends` loops back to {path}.")
+    if not path.is_file():
+        where = f" (extended from {chain[-1]})" if chain else ""
+        raise UserError(f"config file {path} does not exist{where}.")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise UserError(f"{path}: not valid YAML{at}: {getattr(exc, 'problem', exc)}.") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: the top level must be a mapping of keys, not {type(data).__name__}.")
+    parent = data.pop("extends", None)
+    if parent is None:
+        return data
+    if not isinstance(parent, str):
+        raise UserError(f"{path}: `extends` must be a path to another config file.")
+    base = _read_yaml((path.parent / parent).resolve(), chain + (path,))
+    return _deep_merge(base, data)
+
+
+def _format_error(path: Path, error: dict) -> str:
+    loc = ".".join(str(part) for part in error["loc"]) or "(top level)"
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        return f"{path}: unknown key `{loc}`."
+    if kind == "missing":
+        return f"{path}: missing required key `{loc}`."
+    return f"{path}: `{loc}`: {error['msg']} (got {error.get('input')!r})."
+
+
+def _resolve_model(value: str, base_dir: Path) -> str:
+    """Local paths are made absolute; anything else is a hub id, left as is."""
+    if value.startswith(("/", "./", "../", "~")) or (base_dir / value).exists() \
+            or (REPO_ROOT / value).exists():
+        for candidate in (Path(value).expanduser(), base_dir / value, REPO_ROOT / value):
+            if candidate.exists():
+                return str(candidate.resolve())
+    return value
+
+
+def parse_config(data: dict, source: Path) -> ABConfig:
+    if "tasks" in data and isinstance(data["tasks"], list):
+        # a bare task name is shorthand for {name: ...}
+        data["tasks"] = [{"name": t} if isinstance(t, str) else t for t in data["tasks"]]
+    try:
+        config = ABConfig.model_validate({**data, "source": str(source)})
+    except ValidationError as exc:
+        errors = exc.errors()
+        first = _format_error(source, errors[0])
+        more = f" ({len(errors) - 1} more problem(s) in the same file)" if len(errors) > 1 else ""
+        raise UserError(first + more) from None
+    names = [t.name for t in config.tasks]
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise UserError(f"{source}: task `{dup}` is listed twice under `tasks`.")
+    return config
+
+
+def load_config(path: str | Path) -> ABConfig:
+    """Read, merge `extends`, validate; model paths resolved against the file and the repo."""
+    path = Path(path).resolve()
+    data = _read_yaml(path)
+    config = parse_config(data, path)
+    updates: dict[str, Any] = {"model": _resolve_model(config.model, path.parent)}
+    arms = {}
+    for name in ("baseline", "candidate"):
+        arm = config.arm(name)
+        arms[name] = arm.model_copy(
+            update={"model": _resolve_model(arm.model, path.parent) if arm.model else None})
+    updates["arms"] = Arms(**arms)
+    if config.include_path:
+        updates["include_path"] = str((path.parent / config.include_path).resolve())
+    return config.model_copy(update=updates)
+
+
+def check_local_models(config: ABConfig) -> None:
+    """A path-looking model that does not exist is bad input, found before any engine starts."""
+    for name in ("baseline", "candidate"):
+        model = config.arm_model(name)
+        looks_local = model.startswith(("/", ".", "~")) or model.count("/") != 1
+        if looks_local and not Path(model).exists():
+            raise UserError(f"{config.source}: model path `{model}` (arm {name}) does not exist.")

@@ -1,0 +1,103 @@
+"""Geometry of the forest plot: one row per task, its delta and interval, the margin line.
+
+Everything is computed here in SVG user units; the template only places the shapes.
+The x axis is in percentage points so it reads like the summary table.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from evals.report import _formatting as fmt
+from evals.report._summary_rows import verdict_class
+
+WIDTH = 760
+LABEL_WIDTH = 210
+VALUE_WIDTH = 170
+ROW_HEIGHT = 26
+TOP = 14
+AXIS_HEIGHT = 40
+
+
+@dataclass(frozen=True, slots=True)
+class ForestRow:
+    label: str
+    gated: bool
+    y: float
+    x_point: float | None
+    x_low: float | None
+    x_high: float | None
+    value: str
+    verdict_class: str
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    x: float
+    label: str
+
+
+@dataclass(frozen=True, slots=True)
+class ForestPlot:
+    width: int
+    height: int
+    plot_left: float
+    plot_right: float
+    plot_top: float
+    plot_bottom: float
+    label_x: float
+    value_x: float
+    zero_x: float
+    margin_x: float
+    margin_label: str
+    rows: tuple[ForestRow, ...]
+    ticks: tuple[Tick, ...]
+
+
+def _nice_step(span: float, target_ticks: int = 6) -> float:
+    raw = span / target_ticks
+    magnitude = 10 ** math.floor(math.log10(raw))
+    for multiple in (1, 2, 2.5, 5, 10):
+        if raw <= multiple * magnitude:
+            return multiple * magnitude
+    return 10 * magnitude
+
+
+def forest_plot(summary: dict) -> ForestPlot:
+    tasks = summary.get("tasks", [])
+    margin_pts = float((summary.get("gate") or {}).get("margin", 0.0)) * 100
+    values = [-margin_pts, 0.0]
+    for t in tasks:
+        values += [t.get(k) * 100 for k in ("delta", "ci_low", "ci_high") if fmt.finite(t.get(k))]
+    low, high = min(values), max(values)
+    pad = max((high - low) * 0.08, 0.5)
+    low, high = low - pad, high + pad
+    step = _nice_step(high - low)
+    low, high = math.floor(low / step) * step, math.ceil(high / step) * step
+    left, right = float(LABEL_WIDTH), float(WIDTH - VALUE_WIDTH)
+
+    def x(v_pts: float) -> float:
+        return round(left + (v_pts - low) / (high - low) * (right - left), 2)
+
+    def x_of(value) -> float | None:
+        return x(value * 100) if fmt.finite(value) else None
+
+    rows = []
+    for i, t in enumerate(tasks):
+        rows.append(ForestRow(
+            label=str(t["task"]), gated=bool(t.get("gated", True)),
+            y=TOP + ROW_HEIGHT * (i + 0.5), x_point=x_of(t.get("delta")),
+            x_low=x_of(t.get("ci_low")), x_high=x_of(t.get("ci_high")),
+            value=f"{fmt.points(t.get('delta'))} "
+                  f"{fmt.points_interval(t.get('ci_low'), t.get('ci_high'))}",
+            verdict_class=verdict_class(str(t.get("verdict", "")))))
+    bottom = TOP + ROW_HEIGHT * max(len(tasks), 1)
+    n_ticks = int(round((high - low) / step))
+    ticks = tuple(Tick(x(v), "0" if abs(v) < step / 1000 else f"{v:+g}")
+                  for v in (low + k * step for k in range(n_ticks + 1)))
+    return ForestPlot(
+        width=WIDTH, height=int(bottom + AXIS_HEIGHT), plot_left=left, plot_right=right,
+        plot_top=TOP / 2, plot_bottom=bottom, label_x=left - 10, value_x=right + 10,
+        zero_x=x(0.0), margin_x=x(-margin_pts), margin_label=f"margin -{margin_pts:g} pts",
+        rows=tuple(rows), ticks=ticks)

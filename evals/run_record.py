@@ -1,0 +1,130 @@
+"""The stored outputs of one comparison: summary.json and paired_items.jsonl.
+
+Both carry `schema_version` as their first field. Readers refuse newer versions and
+migrate older ones in `migrate_summary`, the one place that knows old layouts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+from evals import __version__
+from evals.analysis import TaskAnalysis
+from evals.errors import UserError
+from evals.pairing import PairedTask
+from evals.runner.layout import write_json_atomic
+from evals.verdict import RunVerdict
+
+SUMMARY_SCHEMA_VERSION = 1
+SUMMARY_FILE = "summary.json"
+ITEMS_FILE = "paired_items.jsonl"
+
+
+def _plain(obj):
+    if dataclasses.is_dataclass(obj):
+        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if hasattr(obj, "value") and obj.__class__.__module__ == "evals.verdict":
+        return obj.value
+    return obj
+
+
+def build_summary(*, kind: str, run_id: str, config: dict, analyses: list[TaskAnalysis],
+                  verdict: RunVerdict, arms: dict[str, dict], sources: dict[str, str],
+                  warnings: list[str]) -> dict:
+    by_task = {t.task: t for t in verdict.tasks}
+    tasks = []
+    for a in analyses:
+        entry = _plain(a)
+        entry["verdict"] = by_task[a.task].verdict.value
+        entry["regression_pvalue_adjusted"] = by_task[a.task].regression_pvalue_adjusted
+        entry["reason"] = by_task[a.task].reason
+        tasks.append(entry)
+    return {
+        "schema_version": SUMMARY_SCHEMA_VERSION,
+        "kind": kind,
+        "run_id": run_id,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "suite_version": __version__,
+        "verdict": verdict.verdict.value,
+        "exit_code": int(verdict.exit_code),
+        "reason": verdict.reason,
+        "gate": {"alpha": verdict.alpha, "margin": verdict.margin,
+                 "correction": verdict.correction},
+        "tasks": tasks,
+        "arms": arms,
+        "sources": sources,
+        "config": config,
+        "warnings": warnings,
+    }
+
+
+def write_paired_items(path: Path, paired: list[PairedTask]) -> None:
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("w", encoding="utf-8") as handle:
+        handle.write(json.dumps({"schema_version": SUMMARY_SCHEMA_VERSION}) + "\n")
+        for p in paired:
+            for i, (rb, rc) in enumerate(zip(p.baseline_records, p.candidate_records)):
+                handle.write(json.dumps({
+                    "task": p.task, "doc_id": p.doc_ids[i], "metric": p.metric,
+                    "baseline": float(p.baseline[i]), "candidate": float(p.candidate[i]),
+                    "target": rb.target, "prompt": rb.prompt,
+                    "baseline_prediction": rb.prediction, "candidate_prediction": rc.prediction,
+                    "baseline_response": rb.response, "candidate_response": rc.response,
+                }, ensure_ascii=False) + "\n")
+    tmp.replace(path)
+
+
+def write_run(run_dir: Path, summary: dict, paired: list[PairedTask]) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_paired_items(run_dir / ITEMS_FILE, paired)
+    write_json_atomic(run_dir / SUMMARY_FILE, summary)
+
+
+def migrate_summary(data: dict, where: Path) -> dict:
+    version = data.get("schema_version")
+    if not isinstance(version, int):
+        raise UserError(f"{where}: no schema_version; not a summary written by this suite.")
+    if version > SUMMARY_SCHEMA_VERSION:
+        raise UserError(f"{where}: schema_version {version} is newer than this suite reads "
+                        f"({SUMMARY_SCHEMA_VERSION}); upgrade vllm-regression-evals.")
+    return data  # version 1 is the only layout so far
+
+
+def read_summary(run_dir: Path) -> dict:
+    path = Path(run_dir) / SUMMARY_FILE
+    if not path.exists():
+        raise UserError(f"{run_dir}: no {SUMMARY_FILE}; is this a run directory under reports/?")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError:
+        raise UserError(f"{path}: not valid JSON (truncated or corrupted).") from None
+    return migrate_summary(data, path)
+
+
+def read_paired_items(run_dir: Path) -> list[dict]:
+    path = Path(run_dir) / ITEMS_FILE
+    if not path.exists():
+        return []
+    rows = []
+    with path.open(encoding="utf-8") as handle:
+        header = json.loads(handle.readline() or "{}")
+        if header.get("schema_version", 0) > SUMMARY_SCHEMA_VERSION:
+            raise UserError(f"{path}: schema_version {header['schema_version']} is newer than "
+                            "this suite reads; upgrade vllm-regression-evals.")
+        for line_no, line in enumerate(handle, 2):
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                raise UserError(f"{path}, line {line_no}: not valid JSON (truncated?).") from None
+    return rows

@@ -1,0 +1,62 @@
+"""Checking engine arguments with vLLM's own parser, without starting an engine.
+
+Each arm's `engine:` mapping is turned into `vllm serve` style flags and parsed by
+the parser vLLM builds from `EngineArgs.add_cli_args`, so unknown names, wrong
+types and values outside vLLM's choices are caught exactly as vLLM would catch them.
+This is how configs for GPU deployments are checked on a CPU-only machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+
+from evals.config import ABConfig
+from evals.errors import UserError
+
+
+def engine_flags(engine: dict) -> list[str]:
+    flags: list[str] = []
+    for key, value in engine.items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            flags.append(flag)
+        elif value is False:
+            flags.append("--no-" + key.replace("_", "-"))
+        elif value is None:
+            continue
+        elif isinstance(value, (dict, list)):
+            flags += [flag, json.dumps(value)]
+        else:
+            flags += [flag, str(value)]
+    return flags
+
+
+def parse_engine_args(model: str, engine: dict):
+    """Returns vLLM's EngineArgs for these arguments or raises ValueError with vLLM's message."""
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    parser = EngineArgs.add_cli_args(FlexibleArgumentParser(prog="vllm"))
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            namespace = parser.parse_args(["--model", model] + engine_flags(engine))
+    except SystemExit:
+        message = err.getvalue().strip().splitlines()
+        raise ValueError(message[-1] if message else "rejected by vLLM's parser") from None
+    return EngineArgs.from_cli_args(namespace)
+
+
+def check_config_engine_args(config: ABConfig) -> list[str]:
+    lines = []
+    for arm in ("baseline", "candidate"):
+        engine = config.arm(arm).engine
+        try:
+            parsed = parse_engine_args(config.arm_model(arm), engine)
+        except ValueError as exc:
+            raise UserError(f"{config.source}: arms.{arm}.engine: {exc}") from None
+        shown = {k: getattr(parsed, k) for k in engine}
+        lines.append(f"{config.source}: arms.{arm}.engine accepted by vLLM: {shown}")
+    return lines

@@ -1,0 +1,89 @@
+"""Starts one arm's worker process and follows it; never imports lm-eval or vLLM itself.
+
+One engine at a time: arms run one after another, each in a fresh process, so the
+memory of one engine is released before the next starts. The worker's full output
+goes to `<arm>/worker.log`; its `[evals]` progress lines are echoed to the terminal.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections import deque
+from pathlib import Path
+
+from evals.arm_spec import ArmSpec
+from evals.errors import RunFailed
+from evals.runner.layout import ArmLayout
+
+REPO_ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+def arm_is_complete(spec: ArmSpec) -> bool:
+    layout = ArmLayout(Path(spec.output_dir))
+    return all(layout.task_done(t, spec.key_for(t)) for t in spec.tasks)
+
+
+def worker_env(spec: ArmSpec) -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    env.setdefault("HF_HUB_OFFLINE", "1")
+    env.setdefault("HF_DATASETS_OFFLINE", "1")
+    env.setdefault("TRANSFORMERS_OFFLINE", "1")
+    env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(REPO_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env.update(spec.env)
+    return env
+
+
+def run_arm(spec: ArmSpec, echo=print) -> ArmLayout:
+    """Runs (or resumes, or reuses) one arm. Raises RunFailed with the log's last lines."""
+    layout = ArmLayout(Path(spec.output_dir))
+    layout.root.mkdir(parents=True, exist_ok=True)
+    layout.spec_path.write_text(spec.to_json() + "\n", encoding="utf-8")
+    if arm_is_complete(spec):
+        echo(f"[evals] {spec.arm}: reusing finished results in {layout.root}")
+        return layout
+    tail: deque[str] = deque(maxlen=25)
+    with layout.log_path.open("a", encoding="utf-8") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "evals.runner.worker", str(layout.spec_path)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env=worker_env(spec), cwd=str(REPO_ROOT), text=True, errors="replace",
+            start_new_session=True)
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                log.write(line)
+                log.flush()
+                tail.append(line.rstrip("\n"))
+                if line.startswith("[evals]"):
+                    echo(line.rstrip("\n"))
+            code = proc.wait()
+        except BaseException:
+            stop_process_group(proc)
+            raise
+    if code != 0:
+        last = "\n".join(f"    {line}" for line in tail)
+        raise RunFailed(f"arm `{spec.arm}` failed (worker exit code {code}); finished tasks are "
+                        f"kept in {layout.root} and a rerun resumes from them. Last lines of "
+                        f"{layout.log_path}:\n{last}")
+    return layout
+
+
+def stop_process_group(proc: subprocess.Popen, timeout: float = 20.0) -> None:
+    """Stops the worker and every process it spawned (vLLM's engine core and workers)."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=timeout)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()

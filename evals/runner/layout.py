@@ -1,0 +1,59 @@
+"""Where one arm's files live, and atomic writes of its small JSON records."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+MANIFEST_SCHEMA_VERSION = 1
+
+
+def write_json_atomic(path: Path, data: dict) -> None:
+    """Write-then-rename, so a crash leaves either the old file or the new one, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=2, sort_keys=True, default=str)
+        handle.write("\n")
+    os.replace(tmp, path)
+
+
+class ArmLayout:
+    """<arm>/spec.json, manifest.json, worker.log, lm_eval/ (lm-eval's layout), tasks/<task>.json."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.lm_eval_dir = self.root / "lm_eval"
+        self.tasks_dir = self.root / "tasks"
+        self.spec_path = self.root / "spec.json"
+        self.manifest_path = self.root / "manifest.json"
+        self.log_path = self.root / "worker.log"
+
+    def task_marker(self, task: str) -> Path:
+        return self.tasks_dir / f"{task}.json"
+
+    def task_done(self, task: str, key: str) -> bool:
+        marker = self.task_marker(task)
+        if not marker.exists():
+            return False
+        try:
+            return json.loads(marker.read_text(encoding="utf-8")).get("key") == key
+        except json.JSONDecodeError:
+            return False
+
+    def task_record(self, task: str) -> dict:
+        return json.loads(self.task_marker(task).read_text(encoding="utf-8"))
+
+    def mark_task_done(self, task: str, record: dict) -> None:
+        write_json_atomic(self.task_marker(task), record)
+
+    def read_manifest(self) -> dict:
+        if not self.manifest_path.exists():
+            return {}
+        return json.loads(self.manifest_path.read_text(encoding="utf-8"))
+
+    def write_manifest(self, data: dict) -> None:
+        write_json_atomic(self.manifest_path,
+                          {"schema_version": MANIFEST_SCHEMA_VERSION, **data})

@@ -1,0 +1,178 @@
+"""Runs one arm in its own process: one vLLM engine, lm-eval tasks one after another.
+
+`python -m evals.runner.worker SPEC.json`. Writes lm-eval's own output layout under
+`<arm>/lm_eval/`, a done-marker per finished task under `<arm>/tasks/` (so a rerun
+after a crash resumes), and `<arm>/manifest.json` with the engine configuration
+vLLM actually used. Progress lines go to stdout with the prefix `[evals]`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+from evals.arm_spec import ArmSpec
+from evals.runner.effective_config import effective_engine_config
+from evals.runner.layout import ArmLayout
+
+
+def say(spec: ArmSpec, message: str) -> None:
+    print(f"[evals] {spec.arm}: {message}", flush=True)
+
+
+class _Progress:
+    """tqdm stand-in for vLLM's generate loop: prints items done of total every few seconds."""
+
+    def __init__(self, spec: ArmSpec, task: str, started: float):
+        self.spec, self.task, self.started = spec, task, started
+
+    def __call__(self, *args, total=None, desc="", **kwargs):
+        return _Bar(self, total or 0, quiet="dding" in str(desc))
+
+
+class _Bar:
+    def __init__(self, owner: _Progress, total: int, quiet: bool):
+        self.owner, self.total, self.n, self.last, self.quiet = owner, total, 0, 0.0, quiet
+        self.postfix = None
+
+    def update(self, n=1):
+        self.n += n
+        now = time.time()
+        if self.quiet:
+            return
+        if now - self.last > 5 or self.n >= self.total:
+            self.last = now
+            o = self.owner
+            say(o.spec, f"{o.task}: {self.n}/{self.total} requests, "
+                        f"{now - o.started:.0f} s elapsed")
+
+    def set_postfix(self, *args, **kwargs):
+        pass
+
+    def set_description(self, *args, **kwargs):
+        pass
+
+    def refresh(self):
+        pass
+
+    def close(self):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _instrument(llm, stats: dict, progress: dict) -> None:
+    """Counts generated tokens and finish reasons; swaps vLLM's tqdm for progress lines."""
+    original = llm.generate
+
+    def generate(*args, **kwargs):
+        if kwargs.get("use_tqdm") and progress.get("factory"):
+            kwargs["use_tqdm"] = progress["factory"]
+        outputs = original(*args, **kwargs)
+        for out in outputs:
+            for completion in out.outputs:
+                stats["generated_tokens"] += len(completion.token_ids)
+                reason = str(completion.finish_reason)
+                stats["finish_reasons"][reason] = stats["finish_reasons"].get(reason, 0) + 1
+            stats["requests"] += 1
+        return outputs
+
+    llm.generate = generate
+
+
+def _spec_decode_counters(llm) -> dict:
+    """Accepted / drafted token counters from vLLM's metrics, where it reports them."""
+    counters: dict[str, float] = {}
+    try:
+        for metric in llm.get_metrics():
+            if metric.name.startswith("vllm:spec_decode") and hasattr(metric, "value"):
+                counters[metric.name] = counters.get(metric.name, 0.0) + float(metric.value)
+    except Exception:  # metrics are optional; a missing collector must not fail the arm
+        return {}
+    return counters
+
+
+def run(spec: ArmSpec) -> int:
+    layout = ArmLayout(Path(spec.output_dir))
+    pending = [t for t in spec.tasks if not layout.task_done(t, spec.key_for(t))]
+    if not pending:
+        say(spec, "all tasks already finished; nothing to run")
+        return 0
+    started = time.time()
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from lm_eval import simple_evaluate
+    from lm_eval.loggers import EvaluationTracker
+    from lm_eval.models.vllm_causallms import VLLM
+    from lm_eval.tasks import TaskManager
+
+    logging.getLogger("lm-eval").setLevel(logging.WARNING)
+    say(spec, f"starting vLLM engine for {spec.model}")
+    engine = dict(spec.engine)
+    engine.setdefault("disable_log_stats", False)
+    lm = VLLM(pretrained=spec.model, seed=spec.seed, batch_size="auto", **engine)
+    engine_seconds = time.time() - started
+    say(spec, f"engine ready in {engine_seconds:.0f} s")
+    stats = {"generated_tokens": 0, "requests": 0, "finish_reasons": {}}
+    progress: dict = {}
+    _instrument(lm.model, stats, progress)
+    layout.write_manifest({
+        "arm": spec.arm,
+        "effective_engine_config": effective_engine_config(lm.model),
+        "requested_engine_args": spec.engine,
+        "versions": spec.versions,
+        "model": spec.model,
+        "model_hash": spec.model_hash,
+        "engine_start_seconds": round(engine_seconds, 3),
+    })
+    manager = TaskManager(include_path=list(spec.include_paths) or None)
+    for index, task in enumerate(pending, 1):
+        task_started = time.time()
+        progress["factory"] = _Progress(spec, task, task_started)
+        say(spec, f"task {index}/{len(pending)} {task} started")
+        before = {"generated_tokens": stats["generated_tokens"], "requests": stats["requests"]}
+        tracker = EvaluationTracker(output_path=str(layout.lm_eval_dir))
+        results = simple_evaluate(
+            model=lm, tasks=[task], limit=spec.limit, num_fewshot=spec.num_fewshot,
+            log_samples=True, evaluation_tracker=tracker, task_manager=manager,
+            random_seed=spec.seed, numpy_random_seed=spec.seed, torch_random_seed=spec.seed,
+            fewshot_random_seed=spec.seed, bootstrap_iters=0)
+        samples = results.pop("samples")
+        tracker.save_results_aggregated(results=results, samples=samples)
+        for name, task_samples in samples.items():
+            tracker.save_results_samples(task=name, samples=task_samples)
+        seconds = time.time() - task_started
+        layout.mark_task_done(task, {
+            "task": task, "key": spec.key_for(task), "wall_seconds": round(seconds, 3),
+            "generated_tokens": stats["generated_tokens"] - before["generated_tokens"],
+            "requests": stats["requests"] - before["requests"],
+            "n_samples": {k: len(v) for k, v in samples.items()},
+            "task_hashes": results.get("task_hashes", {}),
+        })
+        say(spec, f"task {index}/{len(pending)} {task} done in {seconds:.0f} s")
+    manifest = layout.read_manifest()
+    manifest.update({
+        "generation": stats,
+        "spec_decode": _spec_decode_counters(lm.model),
+        "wall_seconds_last_run": round(time.time() - started, 3),
+    })
+    layout.write_manifest(manifest)
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m evals.runner.worker SPEC.json", file=sys.stderr)
+        return 2
+    return run(ArmSpec.read(argv[0]))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,109 @@
+"""Pure statistics for paired accuracy-regression checks.
+
+Arrays in, frozen result objects out; randomness only through an explicit
+``numpy.random.Generator``; no I/O. ``baseline`` and ``candidate`` are per-item
+scores aligned by index, delta = mean(candidate) - mean(baseline), and a regression
+is delta < 0. Modules:
+
+* :mod:`.binary` - flip counts and the exact McNemar test (with mid-p)
+* :mod:`.tango` - Tango's score test of non-inferiority and score interval
+* :mod:`.bootstrap` - paired (optionally cluster) percentile bootstrap
+* :mod:`.standard_error` - cluster-robust standard error (Miller 2024)
+* :mod:`.labels` - confusion matrices and marginal homogeneity of predicted labels
+* :mod:`.lengths` - output length shifts, empty and truncated outputs
+* :mod:`.multiple` - Holm and Benjamini-Hochberg adjustment across tasks
+* :mod:`.power` - power, minimum detectable drop, items needed
+* :mod:`.sequential` - anytime-valid early stopping
+"""
+
+from .binary import (
+    FlipCounts,
+    McNemarResult,
+    flip_counts,
+    mcnemar_exact,
+    mcnemar_exact_from_counts,
+)
+from .bootstrap import BootstrapResult, paired_bootstrap
+from .intervals import ConfidenceInterval
+from .labels import (
+    MarginalHomogeneityResult,
+    PerClassAccuracy,
+    confusion_matrix,
+    marginal_homogeneity,
+    per_class_accuracy,
+)
+from .lengths import (
+    LengthShiftResult,
+    OutputShareShift,
+    empty_output_shift,
+    paired_length_shift,
+    truncation_shift,
+)
+from .multiple import MultipleTestingResult, benjamini_hochberg, holm
+from .power import (
+    items_needed_for_drop,
+    items_needed_for_noninferiority,
+    mcnemar_power,
+    mde_paired,
+    noninferiority_power,
+)
+from .sequential import SequentialLook, SequentialResult, sequential_decision
+from .standard_error import ClusteredStandardError, clustered_standard_error
+from .tango import (
+    TangoResult,
+    tango_noninferiority,
+    tango_noninferiority_from_counts,
+    tango_score_interval,
+    tango_score_statistic,
+)
+from .validation import (
+    as_binary,
+    as_paired_arrays,
+    as_paired_binary,
+    check_alternative,
+    check_confidence_level,
+)
+
+__all__ = [
+    "BootstrapResult",
+    "ClusteredStandardError",
+    "ConfidenceInterval",
+    "FlipCounts",
+    "LengthShiftResult",
+    "MarginalHomogeneityResult",
+    "McNemarResult",
+    "MultipleTestingResult",
+    "OutputShareShift",
+    "PerClassAccuracy",
+    "SequentialLook",
+    "SequentialResult",
+    "TangoResult",
+    "as_binary",
+    "as_paired_arrays",
+    "as_paired_binary",
+    "benjamini_hochberg",
+    "check_alternative",
+    "check_confidence_level",
+    "clustered_standard_error",
+    "confusion_matrix",
+    "empty_output_shift",
+    "flip_counts",
+    "holm",
+    "items_needed_for_drop",
+    "items_needed_for_noninferiority",
+    "marginal_homogeneity",
+    "mcnemar_exact",
+    "mcnemar_exact_from_counts",
+    "mcnemar_power",
+    "mde_paired",
+    "noninferiority_power",
+    "paired_bootstrap",
+    "paired_length_shift",
+    "per_class_accuracy",
+    "sequential_decision",
+    "tango_noninferiority",
+    "tango_noninferiority_from_counts",
+    "tango_score_interval",
+    "tango_score_statistic",
+    "truncation_shift",
+]

@@ -1,0 +1,193 @@
+"""Categorical predictions: confusion matrices and marginal homogeneity.
+
+For multiple-choice tasks a serving change can shift *which* wrong answer a model
+gives (say, towards option "A") without changing accuracy much. The test of
+marginal homogeneity asks whether the distribution of predicted labels differs
+between baseline and candidate on the same items: Stuart (1955, Biometrika
+42:412-416) and Maxwell (1970, Br J Psychiatry 116:651-655), or Bhapkar (1966,
+JASA 61:228-235). Statistics come from
+:meth:`statsmodels.stats.contingency_tables.SquareTable.homogeneity`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy import stats
+from scipy.sparse import csgraph
+from statsmodels.stats.contingency_tables import SquareTable
+
+from .validation import as_categories
+
+METHODS = ("stuart_maxwell", "bhapkar")
+
+
+def _codes(labels: Any, categories: tuple[Any, ...], n: int | None, name: str) -> np.ndarray:
+    """Index of each label in ``categories``; ValueError naming the first unknown label."""
+    if isinstance(labels, (str, bytes)):
+        raise ValueError(f"{name} must be a sequence of labels, one per item; got a string.")
+    values = list(labels)  # not via numpy, which would coerce mixed labels to strings
+    if n is not None and len(values) != n:
+        raise ValueError(
+            f"{name} has {len(values)} labels but there are {n} items; give one label per item."
+        )
+    lookup = {category: code for code, category in enumerate(categories)}
+    codes = np.empty(len(values), dtype=np.intp)
+    for i, label in enumerate(values):
+        code = lookup.get(label)
+        if code is None:
+            raise ValueError(
+                f"{name} has the label {label!r} at index {i}, which is not one of the "
+                f"categories {list(categories)!r}; add it to categories or fix the label."
+            )
+        codes[i] = code
+    return codes
+
+
+def _paired_codes(first: Any, second: Any, categories: Any, names: tuple[str, str]):
+    cats = as_categories(categories)
+    a = _codes(first, cats, None, names[0])
+    b = _codes(second, cats, a.size, names[1])
+    if a.size == 0:
+        raise ValueError(f"{names[0]} is empty; at least one item is needed.")
+    return cats, a, b
+
+
+def confusion_matrix(
+    true_labels: Sequence[Any], predicted: Sequence[Any], categories: Sequence[Any]
+) -> np.ndarray:
+    """Counts ``table[i, j]`` of items labelled ``categories[i]`` and predicted ``categories[j]``.
+
+    Returns an int64 array of shape (k, k). Any label outside ``categories`` is a ValueError.
+    """
+    cats, truth, pred = _paired_codes(
+        true_labels, predicted, categories, ("true_labels", "predicted")
+    )
+    k = len(cats)
+    return np.bincount(truth * k + pred, minlength=k * k).reshape(k, k).astype(np.int64)
+
+
+@dataclass(frozen=True, slots=True)
+class PerClassAccuracy:
+    """Accuracy within each true class."""
+
+    categories: tuple[Any, ...]
+    correct: tuple[int, ...]
+    """Items of each true class predicted correctly."""
+    support: tuple[int, ...]
+    """Items of each true class."""
+
+    @property
+    def accuracy(self) -> tuple[float | None, ...]:
+        """Per-class accuracy; None for a class with no items (undefined, not NaN)."""
+        return tuple(c / s if s else None for c, s in zip(self.correct, self.support, strict=True))
+
+
+def per_class_accuracy(
+    true_labels: Sequence[Any], predicted: Sequence[Any], categories: Sequence[Any]
+) -> PerClassAccuracy:
+    """Accuracy of ``predicted`` within each class of ``true_labels``."""
+    table = confusion_matrix(true_labels, predicted, categories)
+    return PerClassAccuracy(
+        categories=as_categories(categories),
+        correct=tuple(int(v) for v in np.diag(table)),
+        support=tuple(int(v) for v in table.sum(axis=1)),
+    )
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class MarginalHomogeneityResult:
+    """Test that baseline and candidate predict each label equally often."""
+
+    statistic: float
+    """Chi-square statistic (0.0 when degenerate; inf when the Bhapkar covariance is singular)."""
+    pvalue: float
+    df: int
+    """Degrees of freedom: informative categories minus connected groups of them."""
+    method: str
+    categories: tuple[Any, ...]
+    """Categories kept in the test, in the caller's order."""
+    table: np.ndarray
+    """Counts, rows = baseline label, columns = candidate label, over ``categories``."""
+    degenerate: str | None = None
+    """Why the test carries no information, else None."""
+
+
+def marginal_homogeneity(
+    pred_baseline: Sequence[Any],
+    pred_candidate: Sequence[Any],
+    categories: Sequence[Any],
+    method: str = "stuart_maxwell",
+) -> MarginalHomogeneityResult:
+    """Stuart-Maxwell or Bhapkar test of marginal homogeneity for paired labels.
+
+    Categories that never change label (no item moves into or out of them) carry no
+    information about a shift and make the covariance singular, so they are dropped;
+    this includes categories that never occur. When the remaining categories split
+    into groups that never exchange items, the Stuart-Maxwell statistic is the sum
+    of the per-group statistics (the covariance is block diagonal) and the Bhapkar
+    statistic follows from it by W_B = W_SM / (1 - W_SM / n). (Bhapkar's covariance is
+    the Stuart-Maxwell covariance minus d d', so this is the Sherman-Morrison formula;
+    the tests check it against statsmodels on connected tables.)
+    Degenerate inputs (no item changed label) give pvalue 1.0 with a note.
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(map(repr, METHODS))}; got {method!r}.")
+    cats, base, cand = _paired_codes(
+        pred_baseline, pred_candidate, categories, ("pred_baseline", "pred_candidate")
+    )
+    k = len(cats)
+    full = np.bincount(base * k + cand, minlength=k * k).reshape(k, k)
+    n_items = int(full.sum())
+    off = full - np.diag(np.diag(full))
+    keep = (off.sum(axis=0) + off.sum(axis=1)) > 0
+    kept = tuple(c for c, flag in zip(cats, keep, strict=True) if flag)
+    table = full[np.ix_(keep, keep)]
+    if len(kept) < 2:
+        occurring = int(((full.sum(axis=0) + full.sum(axis=1)) > 0).sum())
+        reason = (
+            "fewer than two categories occur"
+            if occurring < 2
+            else "no item changed label (the table is diagonal)"
+        )
+        return MarginalHomogeneityResult(
+            0.0, 1.0, 0, method, kept, table, degenerate=f"{reason}; p-value set to 1"
+        )
+    n_groups, group = csgraph.connected_components(table + table.T, directed=False)
+    df = len(kept) - n_groups
+    # Sum the Stuart-Maxwell statistic over groups that exchange items (one group usually).
+    stuart = 0.0
+    for g in range(n_groups):
+        members = np.flatnonzero(group == g)
+        sub = table[np.ix_(members, members)]
+        stuart += float(SquareTable(sub, shift_zeros=False).homogeneity("stuart_maxwell").statistic)
+    if method == "stuart_maxwell":
+        return MarginalHomogeneityResult(
+            stuart, float(stats.chi2.sf(stuart, df)), df, method, kept, table
+        )
+    ratio = stuart / n_items
+    if n_groups == 1 and len(kept) == k and ratio < 1.0 - 1e-12:
+        result = SquareTable(table, shift_zeros=False).homogeneity(method="bhapkar")
+        return MarginalHomogeneityResult(
+            float(result.statistic), float(result.pvalue), int(result.df), method, kept, table
+        )
+    if ratio >= 1.0 - 1e-12:
+        return MarginalHomogeneityResult(
+            float("inf"),
+            0.0,
+            df,
+            method,
+            kept,
+            table,
+            degenerate=(
+                "the Bhapkar covariance is singular (every item that changed moved "
+                "the same way and no item kept its label); statistic is infinite"
+            ),
+        )
+    bhapkar = stuart / (1.0 - ratio)
+    return MarginalHomogeneityResult(
+        bhapkar, float(stats.chi2.sf(bhapkar, df)), df, method, kept, table
+    )

