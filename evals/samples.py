@@ -62,6 +62,17 @@ def _text(value) -> str:
     return "" if value is None or value == [] else str(value)
 
 
+def _arguments(raw) -> list[list]:
+    """lm-eval 0.4.x writes request arguments as a list of tuples or, newer, as
+    {"gen_args_0": {"arg_0": context, "arg_1": continuation-or-kwargs}, ...}."""
+    if isinstance(raw, dict):
+        def index(name: str) -> int:
+            return int(name.rsplit("_", 1)[-1])
+        return [[args[k] for k in sorted(args, key=index)] if isinstance(args, dict) else args
+                for _, args in sorted(raw.items(), key=lambda kv: index(kv[0]))]
+    return list(raw or [])
+
+
 def _record(task: str, raw: dict, where: str) -> SampleRecord:
     try:
         metric_names = raw["metrics"]
@@ -74,18 +85,19 @@ def _record(task: str, raw: dict, where: str) -> SampleRecord:
                 raise UserError(f"{where}: doc_id {raw['doc_id']}: metric `{name}` is "
                                 f"{value!r}, not a number.")
             metrics[name] = float(value)
-        arguments = raw.get("arguments") or []
+        arguments = _arguments(raw.get("arguments"))
         prompt = _text(arguments[0]) if arguments else ""
         choices: tuple[str, ...] = ()
         target = raw.get("target")
         filtered = raw.get("filtered_resps") or []
-        if len(arguments) > 1 and all(isinstance(a, list) and len(a) == 2 for a in arguments):
+        if len(arguments) > 1 and all(isinstance(a, list) and len(a) == 2
+                                      and isinstance(a[1], str) for a in arguments):
             # multiple choice: one loglikelihood request per choice
             choices = tuple(str(a[1]).strip() for a in arguments)
             scores = [float(_text(r)) for r in filtered]
             prediction = choices[max(range(len(scores)), key=scores.__getitem__)]
-            if isinstance(target, int) and 0 <= target < len(choices):
-                target = choices[target]
+            if str(target).isdigit() and 0 <= int(target) < len(choices):
+                target = choices[int(target)]
             response = prediction
         else:
             prediction = _text(filtered)

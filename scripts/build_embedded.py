@@ -24,7 +24,7 @@ import task_yaml  # noqa: E402
 
 TASK_DIR = ROOT / "tasks" / "embedded"
 MODEL_DIR = ROOT / "models" / "tiny-reviews"
-DEFAULTS = {"steps": 3000, "batch_size": 32, "long_every": 5, "lr": 3e-3}
+DEFAULTS = {"steps": 2200, "batch_size": 32, "long_every": 5, "lr": 3e-3}
 
 
 def build_data(seed: int) -> dict[str, Path]:

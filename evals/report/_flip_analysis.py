@@ -20,10 +20,18 @@ class Cell:
 
 
 @dataclass(frozen=True, slots=True)
+class MatrixRow:
+    category: str
+    cells: tuple[Cell, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Matrix:
+    """Rows are targets, columns predictions."""
+
     title: str
     categories: tuple[str, ...]
-    rows: tuple[tuple[Cell, ...], ...]
+    rows: tuple[MatrixRow, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,11 +121,11 @@ def _label_shift(labels: dict) -> LabelShift:
     cats = tuple(str(c) for c in labels.get("categories", ()))
     base = labels.get("confusion_baseline") or ()
     cand = labels.get("confusion_candidate") or ()
-    matrices = (
-        Matrix("baseline", cats, _counts(base)),
-        Matrix("candidate", cats, _counts(cand)),
-        Matrix("candidate \u2212 baseline", cats, _difference(base, cand)),
-    )
+    def matrix(title, rows):
+        return Matrix(title, cats, tuple(MatrixRow(c, r) for c, r in zip(cats, rows)))
+
+    matrices = (matrix("baseline", _counts(base)), matrix("candidate", _counts(cand)),
+                matrix("candidate \u2212 baseline", _difference(base, cand)))
     columns = [labels.get(k) or () for k in ("per_class_baseline", "per_class_candidate",
                                              "predicted_share_baseline",
                                              "predicted_share_candidate")]

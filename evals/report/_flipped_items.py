@@ -12,6 +12,7 @@ before the arms diverge), and every cut is stated on the page.
 from __future__ import annotations
 
 import html
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 from itertools import chain, zip_longest
@@ -31,6 +32,7 @@ WORSE, BETTER = "c2w", "w2c"
 @dataclass(frozen=True, slots=True)
 class ClippedText:
     text: str
+    shown: int
     omitted_before: int
     omitted_after: int
 
@@ -76,11 +78,11 @@ class FlippedItems:
 
 
 def _clip_head(text: str, limit: int) -> ClippedText:
-    return ClippedText(text[:limit], 0, max(len(text) - limit, 0))
+    return ClippedText(text[:limit], min(len(text), limit), 0, max(len(text) - limit, 0))
 
 
 def _clip_tail(text: str, limit: int) -> ClippedText:
-    return ClippedText(text[-limit:] if len(text) > limit else text,
+    return ClippedText(text[-limit:] if len(text) > limit else text, min(len(text), limit),
                        max(len(text) - limit, 0), 0)
 
 
@@ -137,6 +139,11 @@ def _item_bytes(item: FlippedItem) -> int:
     return sum(_escaped_bytes(t) for t in texts) + ITEM_MARKUP_BYTES + 16 * spans
 
 
+def _doc_order(row: dict) -> tuple[int, int, str]:
+    doc_id = row.get("doc_id")
+    return (0, doc_id, "") if isinstance(doc_id, int) else (1, 0, str(doc_id))
+
+
 def _round_robin(groups: list[list]) -> list:
     return [x for batch in zip_longest(*groups) for x in batch if x is not None]
 
@@ -148,13 +155,15 @@ def flipped_items(summary: dict, rows: list[dict], max_items: int,
     by_task: dict[str, dict[str, list[dict]]] = defaultdict(lambda: {WORSE: [], BETTER: []})
     for row in rows:
         b, c = row.get("baseline"), row.get("candidate")
-        if not isinstance(b, (int, float)) or not isinstance(c, (int, float)) or b == c:
+        if not (isinstance(b, (int, float)) and isinstance(c, (int, float))
+                and math.isfinite(b) and math.isfinite(c)) or b == c:
             continue
         by_task[str(row.get("task"))][WORSE if c < b else BETTER].append(row)
     tasks += sorted(t for t in by_task if t not in tasks)  # items of a task the summary lacks
     for groups in by_task.values():
-        groups[WORSE].sort(key=lambda r: (r["candidate"] - r["baseline"], str(r.get("doc_id"))))
-        groups[BETTER].sort(key=lambda r: (r["baseline"] - r["candidate"], str(r.get("doc_id"))))
+        # largest change first, then by document
+        groups[WORSE].sort(key=lambda r: (r["candidate"] - r["baseline"], _doc_order(r)))
+        groups[BETTER].sort(key=lambda r: (r["baseline"] - r["candidate"], _doc_order(r)))
     # priority: every task's worse items in turns, then every task's better items in turns
     queue = [(d, row) for d in (WORSE, BETTER)
              for row in _round_robin([by_task[t][d] for t in tasks if t in by_task])]

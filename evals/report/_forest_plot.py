@@ -25,6 +25,9 @@ class ForestRow:
     label: str
     gated: bool
     y: float
+    text_y: float
+    cap_top: float
+    cap_bottom: float
     x_point: float | None
     x_low: float | None
     x_high: float | None
@@ -48,6 +51,8 @@ class ForestPlot:
     plot_bottom: float
     label_x: float
     value_x: float
+    tick_y: float
+    margin_label_y: float
     zero_x: float
     margin_x: float
     margin_label: str
@@ -85,9 +90,10 @@ def forest_plot(summary: dict) -> ForestPlot:
 
     rows = []
     for i, t in enumerate(tasks):
+        y = TOP + ROW_HEIGHT * (i + 0.5)
         rows.append(ForestRow(
             label=str(t["task"]), gated=bool(t.get("gated", True)),
-            y=TOP + ROW_HEIGHT * (i + 0.5), x_point=x_of(t.get("delta")),
+            y=y, text_y=y + 4, cap_top=y - 5, cap_bottom=y + 5, x_point=x_of(t.get("delta")),
             x_low=x_of(t.get("ci_low")), x_high=x_of(t.get("ci_high")),
             value=f"{fmt.points(t.get('delta'))} "
                   f"{fmt.points_interval(t.get('ci_low'), t.get('ci_high'))}",
@@ -98,6 +104,7 @@ def forest_plot(summary: dict) -> ForestPlot:
                   for v in (low + k * step for k in range(n_ticks + 1)))
     return ForestPlot(
         width=WIDTH, height=int(bottom + AXIS_HEIGHT), plot_left=left, plot_right=right,
-        plot_top=TOP / 2, plot_bottom=bottom, label_x=left - 10, value_x=right + 10,
+        plot_top=TOP / 2, plot_bottom=bottom, tick_y=bottom + 16, margin_label_y=bottom + 32,
+        label_x=left - 10, value_x=right + 10,
         zero_x=x(0.0), margin_x=x(-margin_pts), margin_label=f"margin -{margin_pts:g} pts",
         rows=tuple(rows), ticks=ticks)

@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+from tqdm import tqdm
+
 from evals.arm_spec import ArmSpec
 from evals.runner.effective_config import effective_engine_config
 from evals.runner.layout import ArmLayout
@@ -24,58 +26,32 @@ def say(spec: ArmSpec, message: str) -> None:
     print(f"[evals] {spec.arm}: {message}", flush=True)
 
 
-class _Progress:
-    """tqdm stand-in for vLLM's generate loop: prints items done of total every few seconds."""
+class ProgressLines(tqdm):
+    """vLLM's progress bar, printed as `[evals]` lines (items done of total) every 5 s."""
 
-    def __init__(self, spec: ArmSpec, task: str, started: float):
-        self.spec, self.task, self.started = spec, task, started
+    label = ""
+    _shown = -1
 
-    def __call__(self, *args, total=None, desc="", **kwargs):
-        return _Bar(self, total or 0, quiet="dding" in str(desc))
+    def __init__(self, *args, **kwargs):
+        kwargs.update(file=sys.stdout, mininterval=5.0, leave=False)
+        super().__init__(*args, **kwargs)
 
-
-class _Bar:
-    def __init__(self, owner: _Progress, total: int, quiet: bool):
-        self.owner, self.total, self.n, self.last, self.quiet = owner, total, 0, 0.0, quiet
-        self.postfix = None
-
-    def update(self, n=1):
-        self.n += n
-        now = time.time()
-        if self.quiet:
-            return
-        if now - self.last > 5 or self.n >= self.total:
-            self.last = now
-            o = self.owner
-            say(o.spec, f"{o.task}: {self.n}/{self.total} requests, "
-                        f"{now - o.started:.0f} s elapsed")
-
-    def set_postfix(self, *args, **kwargs):
-        pass
-
-    def set_description(self, *args, **kwargs):
-        pass
-
-    def refresh(self):
-        pass
-
-    def close(self):
-        pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
+    def display(self, msg=None, pos=None):
+        desc = str(self.desc or "")
+        if self.total and "Processed" in desc and self.n != self._shown:
+            self._shown = self.n
+            print(f"[evals] {self.label}: {self.n}/{self.total} requests, "
+                  f"{self.format_dict['elapsed']:.0f} s elapsed", flush=True)
+        return True
 
 
-def _instrument(llm, stats: dict, progress: dict) -> None:
+def _instrument(llm, stats: dict) -> None:
     """Counts generated tokens and finish reasons; swaps vLLM's tqdm for progress lines."""
     original = llm.generate
 
     def generate(*args, **kwargs):
-        if kwargs.get("use_tqdm") and progress.get("factory"):
-            kwargs["use_tqdm"] = progress["factory"]
+        if kwargs.get("use_tqdm"):
+            kwargs["use_tqdm"] = ProgressLines
         outputs = original(*args, **kwargs)
         for out in outputs:
             for completion in out.outputs:
@@ -121,8 +97,7 @@ def run(spec: ArmSpec) -> int:
     engine_seconds = time.time() - started
     say(spec, f"engine ready in {engine_seconds:.0f} s")
     stats = {"generated_tokens": 0, "requests": 0, "finish_reasons": {}}
-    progress: dict = {}
-    _instrument(lm.model, stats, progress)
+    _instrument(lm.model, stats)
     layout.write_manifest({
         "arm": spec.arm,
         "effective_engine_config": effective_engine_config(lm.model),
@@ -135,7 +110,7 @@ def run(spec: ArmSpec) -> int:
     manager = TaskManager(include_path=list(spec.include_paths) or None)
     for index, task in enumerate(pending, 1):
         task_started = time.time()
-        progress["factory"] = _Progress(spec, task, task_started)
+        ProgressLines.label = f"{spec.arm}: {task}"
         say(spec, f"task {index}/{len(pending)} {task} started")
         before = {"generated_tokens": stats["generated_tokens"], "requests": stats["requests"]}
         tracker = EvaluationTracker(output_path=str(layout.lm_eval_dir))
@@ -146,8 +121,8 @@ def run(spec: ArmSpec) -> int:
             fewshot_random_seed=spec.seed, bootstrap_iters=0)
         samples = results.pop("samples")
         tracker.save_results_aggregated(results=results, samples=samples)
-        for name, task_samples in samples.items():
-            tracker.save_results_samples(task=name, samples=task_samples)
+        for name in results["configs"]:
+            tracker.save_results_samples(task_name=name, samples=samples[name])
         seconds = time.time() - task_started
         layout.mark_task_done(task, {
             "task": task, "key": spec.key_for(task), "wall_seconds": round(seconds, 3),

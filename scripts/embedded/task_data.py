@@ -7,8 +7,8 @@ evaluation split that never overlaps it:
   and mixed cues ("... but ..."), labelled positive / negative / neutral by a
   scoring rule, with a small share of labels flipped to model annotator noise
   (so that no model can be perfect on them);
-* addition: two-digit additions written digit by digit ("4 7 + 1 5 =" -> "6 2"),
-  whose answers are several tokens long.
+* addition: two-digit additions ("47 + 15 =" -> "62"); the Qwen2 tokenizer splits
+  numbers into single digits, so answers are several tokens long.
 
 Same seed -> same files, byte for byte.
 """
@@ -124,18 +124,13 @@ def make_reviews(seed: int, n_train: int, n_test: int) -> tuple[list[dict], list
     return train, test
 
 
-def spaced_digits(n: int) -> str:
-    return " ".join(str(n))
-
-
 def make_additions(seed: int, n_test: int) -> tuple[list[dict], list[dict]]:
     """All 10,000 two-digit additions, split so that evaluation pairs are never trained on."""
     rng = random.Random(seed + 1)
     pairs = [(a, b) for a in range(100) for b in range(100)]
     rng.shuffle(pairs)
     rows = [
-        {"a": a, "b": b, "question": f"{spaced_digits(a)} + {spaced_digits(b)} =",
-         "answer": spaced_digits(a + b)}
+        {"a": a, "b": b, "question": f"{a} + {b} =", "answer": str(a + b)}
         for a, b in pairs
     ]
     test, train = rows[:n_test], rows[n_test:]

@@ -76,7 +76,7 @@ class SequenceSampler:
             if long:
                 seqs.append(self._pack(self.corpus.prefix, 448, review_share=0.9))
             else:
-                seqs.append(self._pack("", 96, review_share=0.45))
+                seqs.append(self._pack("", 96, review_share=0.35))
         ids = torch.tensor([s[0] for s in seqs])
         weights = torch.tensor([s[1] for s in seqs])
         return ids, weights

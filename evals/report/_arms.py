@@ -1,0 +1,121 @@
+"""The two arms side by side: engine configs, versions, model hashes, timings.
+
+A/B runs carry full manifests (`evals.runner.worker`); compare runs only carry the
+source directory and lm-eval's own config. Every table is built from whatever keys
+either arm has, so a missing key shows as a dash instead of failing the report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from evals.report import _formatting as fmt
+
+ARMS = ("baseline", "candidate")
+
+
+@dataclass(frozen=True, slots=True)
+class PairRow:
+    key: str
+    baseline: str
+    candidate: str
+    differs: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PairTable:
+    slug: str
+    title: str
+    rows: tuple[PairRow, ...]
+    total: int
+    differing: int
+    filterable: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TaskTiming:
+    task: str
+    wall_baseline: str
+    wall_candidate: str
+    tokens_baseline: str
+    tokens_candidate: str
+    rate_baseline: str
+    rate_candidate: str
+
+
+@dataclass(frozen=True, slots=True)
+class ArmsSection:
+    kind: str
+    tables: tuple[PairTable, ...]
+    timings: tuple[TaskTiming, ...]
+
+
+def flatten(value, prefix: str = "", depth: int = 0) -> dict[str, object]:
+    """Nested mappings as {"a.b": leaf}; lists and deeper levels stay whole values."""
+    if isinstance(value, dict) and depth < 4:
+        out: dict[str, object] = {}
+        for key, inner in value.items():
+            name = f"{prefix}.{key}" if prefix else str(key)
+            if isinstance(inner, dict) and inner:
+                out.update(flatten(inner, name, depth + 1))
+            else:
+                out[name] = inner
+        return out
+    return {prefix: value} if prefix else {}
+
+
+def pair_table(slug: str, title: str, baseline, candidate, filterable: bool = False) -> PairTable:
+    base = flatten(baseline) if isinstance(baseline, dict) else {}
+    cand = flatten(candidate) if isinstance(candidate, dict) else {}
+    rows = []
+    for key in sorted(set(base) | set(cand)):
+        b = fmt.plain(base[key]) if key in base else fmt.MISSING
+        c = fmt.plain(cand[key]) if key in cand else fmt.MISSING
+        rows.append(PairRow(key, b, c, b != c))
+    return PairTable(slug, title, tuple(rows), len(rows), sum(r.differs for r in rows),
+                     filterable)
+
+
+def _identity(arm: dict) -> dict:
+    keys = ("model", "model_hash", "engine_start_seconds", "wall_seconds_last_run", "source")
+    return {k: arm[k] for k in keys if k in arm}
+
+
+def _timings(base: dict, cand: dict) -> tuple[TaskTiming, ...]:
+    tb, tc = base.get("tasks") or {}, cand.get("tasks") or {}
+    out = []
+    for task in sorted(set(tb) | set(tc)):
+        rb, rc = tb.get(task) or {}, tc.get(task) or {}
+
+        def rate(r):
+            wall, tokens = r.get("wall_seconds"), r.get("generated_tokens")
+            if fmt.finite(wall) and fmt.finite(tokens) and wall > 0 and tokens > 0:
+                return f"{tokens / wall:,.1f}"
+            return fmt.MISSING
+
+        out.append(TaskTiming(task, fmt.seconds(rb.get("wall_seconds")),
+                              fmt.seconds(rc.get("wall_seconds")),
+                              fmt.count(rb.get("generated_tokens")),
+                              fmt.count(rc.get("generated_tokens")), rate(rb), rate(rc)))
+    return tuple(out)
+
+
+def arms_section(summary: dict) -> ArmsSection:
+    arms = summary.get("arms") or {}
+    base, cand = (arms.get(a) if isinstance(arms.get(a), dict) else {} for a in ARMS)
+    specs = [
+        ("identity", "Model and source", _identity(base), _identity(cand), False),
+        ("versions", "Versions", base.get("versions"), cand.get("versions"), False),
+        ("requested", "Requested engine arguments", base.get("requested_engine_args"),
+         cand.get("requested_engine_args"), False),
+        ("effective", "Effective engine config (as vLLM ran it)",
+         base.get("effective_engine_config"), cand.get("effective_engine_config"), True),
+        ("generation", "Generation", base.get("generation"), cand.get("generation"), False),
+        ("spec-decode", "Speculative decoding counters", base.get("spec_decode"),
+         cand.get("spec_decode"), False),
+        ("lm-eval", "lm-eval config", base.get("lm_eval_config"), cand.get("lm_eval_config"),
+         True),
+    ]
+    tables = tuple(t for t in (pair_table(*spec) for spec in specs) if t.rows)
+    return ArmsSection(kind=str(summary.get("kind", "")), tables=tables,
+                       timings=_timings(base, cand))

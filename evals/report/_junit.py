@@ -1,0 +1,79 @@
+"""junit.xml: one testcase per task, so CI systems show the gate like a test run.
+
+A gated task's REGRESSION is a `<failure>`, INCONCLUSIVE a `<skipped>` with the
+reason as its message, PASS a plain passing testcase. Tasks that are not gated
+cannot fail the run, so they are passing testcases named "<task> (not gated)" whose
+`<system-out>` states their own verdict. Written with ElementTree, which escapes
+all text and attributes. The layout validates against the Jenkins xunit-plugin
+JUnit schema (junit-10.xsd).
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from evals.report import _formatting as fmt
+
+SUITE_NAME = "vllm-regression-evals"
+
+
+def _task_seconds(summary: dict, task: str) -> float:
+    total = 0.0
+    for arm in (summary.get("arms") or {}).values():
+        record = ((arm or {}).get("tasks") or {}).get(task) if isinstance(arm, dict) else None
+        if isinstance(record, dict) and fmt.finite(record.get("wall_seconds")):
+            total += float(record["wall_seconds"])
+    return total
+
+
+def _details(t: dict) -> str:
+    return (f"{t.get('metric', '')}: baseline {fmt.mean(t.get('baseline_mean'))}, candidate "
+            f"{fmt.mean(t.get('candidate_mean'))}, delta {fmt.points(t.get('delta'))} pts "
+            f"{fmt.points_interval(t.get('ci_low'), t.get('ci_high'))}; "
+            f"{fmt.count(t.get('correct_to_wrong'))} correct->wrong, "
+            f"{fmt.count(t.get('wrong_to_correct'))} wrong->correct of {fmt.count(t.get('n'))}; "
+            f"adjusted p {fmt.pvalue(t.get('regression_pvalue_adjusted'))}\n"
+            f"{t.get('reason', '')}")
+
+
+def render_junit(summary: dict) -> str:
+    gate = summary.get("gate") or {}
+    run_id = str(summary.get("run_id", ""))
+    cases, failures, skipped, seconds = [], 0, 0, 0.0
+    for t in summary.get("tasks", []):
+        task, verdict, gated = str(t["task"]), str(t.get("verdict", "")), t.get("gated", True)
+        took = _task_seconds(summary, task)
+        seconds += took
+        case = ET.Element("testcase", {"classname": f"{SUITE_NAME}.{run_id}",
+                                       "name": task if gated else f"{task} (not gated)",
+                                       "time": f"{took:.3f}"})
+        if not gated:
+            ET.SubElement(case, "system-out").text = (
+                f"not gated (reported only): verdict {verdict}\n{_details(t)}")
+        elif verdict == "PASS":
+            ET.SubElement(case, "system-out").text = _details(t)
+        elif verdict == "REGRESSION":
+            failures += 1
+            ET.SubElement(case, "failure", {"type": "REGRESSION",
+                                            "message": str(t.get("reason", ""))}).text = _details(t)
+        else:
+            skipped += 1
+            ET.SubElement(case, "skipped", {"type": verdict or "INCONCLUSIVE",
+                                            "message": f"{verdict}: {t.get('reason', '')}"})
+            ET.SubElement(case, "system-out").text = _details(t)
+        cases.append(case)
+    counts = {"tests": str(len(cases)), "failures": str(failures), "errors": "0"}
+    root = ET.Element("testsuites", {"name": SUITE_NAME, **counts, "time": f"{seconds:.3f}"})
+    suite = ET.SubElement(root, "testsuite", {
+        "name": f"{SUITE_NAME}.{run_id}", **counts, "skipped": str(skipped),
+        "time": f"{seconds:.3f}", "timestamp": str(summary.get("created", ""))})
+    properties = ET.SubElement(suite, "properties")
+    for name, value in (("verdict", summary.get("verdict")), ("reason", summary.get("reason")),
+                        ("exit_code", summary.get("exit_code")), ("kind", summary.get("kind")),
+                        ("alpha", gate.get("alpha")), ("margin", gate.get("margin")),
+                        ("correction", gate.get("correction")),
+                        ("suite_version", summary.get("suite_version"))):
+        ET.SubElement(properties, "property", {"name": name, "value": str(value)})
+    suite.extend(cases)
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

@@ -1,0 +1,47 @@
+"""Writes the three report files of a run directory from its stored records."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from evals.report._html import render_html
+from evals.report._junit import render_junit
+from evals.report._markdown import render_markdown
+from evals.report._page import build_page
+from evals.run_record import ITEMS_FILE, read_paired_items, read_summary
+
+HTML_FILE = "report.html"
+MARKDOWN_FILE = "summary.md"
+JUNIT_FILE = "junit.xml"
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+        handle.write(text)
+    os.chmod(tmp, 0o644)  # mkstemp makes files private; reports are meant to be shared
+    os.replace(tmp, path)
+
+
+def write_reports(run_dir: Path, max_flipped_items: int = 200) -> dict[str, Path]:
+    """Reads run_dir/summary.json and paired_items.jsonl; writes report.html, summary.md and
+    junit.xml next to them and returns their paths as {'html', 'markdown', 'junit'}.
+
+    The HTML embeds at most `max_flipped_items` flipped items (worse ones first) and
+    says how many it left out; the other two files hold no model text.
+    """
+    run_dir = Path(run_dir)
+    if max_flipped_items < 0:
+        raise ValueError(f"max_flipped_items must be 0 or more, got {max_flipped_items}.")
+    summary = read_summary(run_dir)
+    rows = read_paired_items(run_dir)
+    page = build_page(summary, rows, max_flipped_items,
+                      items_file_found=(run_dir / ITEMS_FILE).exists())
+    written = {"html": run_dir / HTML_FILE, "markdown": run_dir / MARKDOWN_FILE,
+               "junit": run_dir / JUNIT_FILE}
+    _write_atomic(written["html"], render_html(page))
+    _write_atomic(written["markdown"], render_markdown(page))
+    _write_atomic(written["junit"], render_junit(summary))
+    return written

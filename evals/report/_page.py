@@ -1,0 +1,35 @@
+"""The whole report as plain data: one view-model per section, built from the stored run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from evals.report._arms import ArmsSection, arms_section
+from evals.report._flip_analysis import TaskFlips, task_flips
+from evals.report._flipped_items import FlippedItems, flipped_items
+from evals.report._forest_plot import ForestPlot, forest_plot
+from evals.report._method import MethodSection, method_section
+from evals.report._summary_rows import Banner, TaskRow, banner, task_rows
+
+
+@dataclass(frozen=True, slots=True)
+class ReportPage:
+    title: str
+    banner: Banner
+    rows: tuple[TaskRow, ...]
+    forest: ForestPlot
+    flips: tuple[TaskFlips, ...]
+    items: FlippedItems
+    arms: ArmsSection
+    method: MethodSection
+
+
+def build_page(summary: dict, rows: list[dict], max_flipped_items: int,
+               items_file_found: bool = True) -> ReportPage:
+    top = banner(summary)
+    return ReportPage(
+        title=f"{top.verdict} \u2013 {top.run_id} \u2013 vllm-regression-evals",
+        banner=top, rows=task_rows(summary), forest=forest_plot(summary),
+        flips=task_flips(summary),
+        items=flipped_items(summary, rows, max_flipped_items, items_file_found),
+        arms=arms_section(summary), method=method_section(summary))
