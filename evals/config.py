@@ -73,6 +73,8 @@ class ABConfig(_Strict):
     include_path: str | None = Field(None, description="extra lm-eval task folder; default tasks/")
     expect_identical_arms: bool = Field(
         False, description="True for an A/A check; otherwise identical arms are an error")
+    noise_floor: bool = Field(
+        False, description="run the baseline twice and report its self-disagreement (A/A)")
     arms: Arms
     gate: GateConfig = GateConfig()
     description: str = ""
@@ -147,7 +149,8 @@ def parse_config(data: dict, source: Path) -> ABConfig:
     try:
         config = ABConfig.model_validate({**data, "source": str(source)})
     except ValidationError as exc:
-        errors = exc.errors()
+        # an unknown key usually explains the rest (a misspelt required key), so it goes first
+        errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
         first = _format_error(source, errors[0])
         more = f" ({len(errors) - 1} more problem(s) in the same file)" if len(errors) > 1 else ""
         raise UserError(first + more) from None

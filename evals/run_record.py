@@ -17,7 +17,7 @@ from evals import __version__
 from evals.analysis import TaskAnalysis
 from evals.errors import UserError
 from evals.pairing import PairedTask
-from evals.runner.layout import write_json_atomic
+from evals.atomic_files import write_json_atomic
 from evals.verdict import RunVerdict
 
 SUMMARY_SCHEMA_VERSION = 1

@@ -10,6 +10,9 @@ Decision rule (documented in the README):
   intersection-union test, which keeps its level without correction (Berger 1982);
 * INCONCLUSIVE - neither: the data show no significant drop but cannot exclude a
   drop as large as the margin. The minimum detectable effect is stated.
+
+Tasks with `gate: false` never change the overall verdict; their regression p-values are
+adjusted with Benjamini-Hochberg among themselves (screening many subtasks).
 """
 
 from __future__ import annotations
@@ -61,7 +64,21 @@ def _points(x: float) -> str:
     return f"{x * 100:+.1f} pts"
 
 
+def _noise(a: TaskAnalysis) -> str:
+    if a.noise_flip_rate is None:
+        return ""
+    if a.flip_rate <= a.noise_flip_rate:
+        return (f"; its flips ({a.flip_rate:.1%} of items) do not exceed the A/A noise floor "
+                f"({a.noise_flip_rate:.1%}: the baseline disagrees with itself as often)")
+    return f"; flips {a.flip_rate:.1%} of items vs A/A noise floor {a.noise_flip_rate:.1%}"
+
+
 def _reason(a: TaskAnalysis, verdict: Verdict, p_adj: float, alpha: float, margin: float) -> str:
+    return _verdict_reason(a, verdict, p_adj, alpha, margin) + _noise(a)
+
+
+def _verdict_reason(a: TaskAnalysis, verdict: Verdict, p_adj: float, alpha: float,
+                    margin: float) -> str:
     flips = f"{a.correct_to_wrong} correct->wrong vs {a.wrong_to_correct} wrong->correct"
     if verdict is Verdict.REGRESSION:
         return (f"{a.metric} dropped {_points(a.delta)} ({flips}); {a.regression_test} "
@@ -85,6 +102,12 @@ def decide(analyses: list[TaskAnalysis], *, alpha: float, margin: float,
     else:
         adjusted = pvalues
     adjusted_by_task = {a.task: float(p) for a, p in zip(gated, adjusted)}
+    # tasks that do not gate are screened: Benjamini-Hochberg controls the false discovery
+    # rate among the regressions they report, without the family-wise strictness of Holm
+    screened = [a for a in analyses if not a.gated]
+    if len(screened) > 1:
+        bh = stats.benjamini_hochberg([a.regression_pvalue for a in screened], alpha=alpha)
+        adjusted_by_task.update({a.task: float(p) for a, p in zip(screened, bh.pvalues_adjusted)})
     task_verdicts = []
     for a in analyses:
         p_adj = adjusted_by_task.get(a.task, a.regression_pvalue)

@@ -24,7 +24,10 @@ import task_yaml  # noqa: E402
 
 TASK_DIR = ROOT / "tasks" / "embedded"
 MODEL_DIR = ROOT / "models" / "tiny-reviews"
-DEFAULTS = {"steps": 2200, "batch_size": 32, "long_every": 5, "lr": 3e-3}
+DEFAULTS = {"steps": 2400, "batch_size": 32, "long_every": 5, "lr": 3e-3}
+# early stop once held-out validation items (from the training split) reach these levels
+STOP_AT = {"reviews": 0.86, "addition": 0.86}
+VALIDATION_ITEMS = 150
 
 
 def build_data(seed: int) -> dict[str, Path]:
@@ -42,6 +45,13 @@ def build_model(paths: dict[str, Path], seed: int, steps: int) -> dict:
 
     reviews_train, reviews_test = load(paths["reviews_train"]), load(paths["reviews_test"])
     add_train, add_test = load(paths["addition_train"]), load(paths["addition_test"])
+    # the last items of each training split validate early stopping and are never trained on
+    validation = {
+        "reviews": [train.review_example(r) for r in reviews_train[-VALIDATION_ITEMS:]],
+        "addition": [train.addition_example(r) for r in add_train[-VALIDATION_ITEMS:]],
+    }
+    reviews_train = reviews_train[:-VALIDATION_ITEMS]
+    add_train = add_train[:-VALIDATION_ITEMS]
     prefix = paths["shared_prefix"].read_text(encoding="utf-8")
     texts = ([p + a for p, a in map(train.review_example, reviews_train)]
              + [p + a for p, a in map(train.addition_example, add_train)] + [prefix])
@@ -55,10 +65,11 @@ def build_model(paths: dict[str, Path], seed: int, steps: int) -> dict:
     }
     result = train.train(tokenizer, corpus, eval_sets, MODEL_DIR, seed=seed, steps=steps,
                          batch_size=DEFAULTS["batch_size"], long_every=DEFAULTS["long_every"],
-                         lr=DEFAULTS["lr"])
+                         lr=DEFAULTS["lr"], stop_at=STOP_AT, validation=validation)
     tk.save_hf(tokenizer, MODEL_DIR, model_max_length=result["config"]["max_position_embeddings"])
     record = {k: v for k, v in result.items() if k != "config"}
-    record.update(seed=seed, steps=steps, **{k: v for k, v in DEFAULTS.items() if k != "steps"})
+    record.update(seed=seed, max_steps=steps, steps=result["steps_run"], stop_at=STOP_AT,
+                  **{k: v for k, v in DEFAULTS.items() if k != "steps"})
     (MODEL_DIR / "training.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n",
                                              encoding="utf-8")
     return record

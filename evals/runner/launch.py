@@ -15,10 +15,11 @@ from collections import deque
 from pathlib import Path
 
 from evals.arm_spec import ArmSpec
-from evals.errors import RunFailed
+from evals.errors import RunFailed, UserError
 from evals.runner.layout import ArmLayout
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
+BAD_INPUT_PREFIX = "[evals-bad-input] "  # the worker's marker for a bad-input message
 
 
 def arm_is_complete(spec: ArmSpec) -> bool:
@@ -48,6 +49,7 @@ def run_arm(spec: ArmSpec, echo=print) -> ArmLayout:
         echo(f"[evals] {spec.arm}: reusing finished results in {layout.root}")
         return layout
     tail: deque[str] = deque(maxlen=25)
+    bad_input: list[str] = []
     with layout.log_path.open("a", encoding="utf-8") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "evals.runner.worker", str(layout.spec_path)],
@@ -62,10 +64,14 @@ def run_arm(spec: ArmSpec, echo=print) -> ArmLayout:
                 tail.append(line.rstrip("\n"))
                 if line.startswith("[evals]"):
                     echo(line.rstrip("\n"))
+                elif line.startswith(BAD_INPUT_PREFIX):
+                    bad_input.append(line[len(BAD_INPUT_PREFIX):].strip())
             code = proc.wait()
         except BaseException:
             stop_process_group(proc)
             raise
+    if bad_input:
+        raise UserError(bad_input[0])
     if code != 0:
         last = "\n".join(f"    {line}" for line in tail)
         raise RunFailed(f"arm `{spec.arm}` failed (worker exit code {code}); finished tasks are "

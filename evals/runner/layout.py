@@ -3,21 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
+from evals.atomic_files import write_json_atomic
+
 MANIFEST_SCHEMA_VERSION = 1
-
-
-def write_json_atomic(path: Path, data: dict) -> None:
-    """Write-then-rename, so a crash leaves either the old file or the new one, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(data, handle, indent=2, sort_keys=True, default=str)
-        handle.write("\n")
-    os.replace(tmp, path)
 
 
 class ArmLayout:

@@ -8,7 +8,6 @@ vLLM actually used. Progress lines go to stdout with the prefix `[evals]`.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
@@ -19,6 +18,7 @@ from tqdm import tqdm
 
 from evals.arm_spec import ArmSpec
 from evals.runner.effective_config import effective_engine_config
+from evals.runner.launch import BAD_INPUT_PREFIX
 from evals.runner.layout import ArmLayout
 
 
@@ -90,6 +90,13 @@ def run(spec: ArmSpec) -> int:
     from lm_eval.tasks import TaskManager
 
     logging.getLogger("lm-eval").setLevel(logging.WARNING)
+    manager = TaskManager(include_path=list(spec.include_paths) or None)
+    unknown = [t for t in pending if t not in manager.all_tasks]
+    if unknown:
+        # checked before the engine starts: a typo must not cost an engine start
+        print(f"{BAD_INPUT_PREFIX}lm-eval knows no task named {', '.join(map(repr, unknown))} "
+              f"(searched lm-eval's tasks and {', '.join(spec.include_paths)}).", flush=True)
+        return 2
     say(spec, f"starting vLLM engine for {spec.model}")
     engine = dict(spec.engine)
     engine.setdefault("disable_log_stats", False)
@@ -107,7 +114,6 @@ def run(spec: ArmSpec) -> int:
         "model_hash": spec.model_hash,
         "engine_start_seconds": round(engine_seconds, 3),
     })
-    manager = TaskManager(include_path=list(spec.include_paths) or None)
     for index, task in enumerate(pending, 1):
         task_started = time.time()
         ProgressLines.label = f"{spec.arm}: {task}"

@@ -46,6 +46,9 @@ def quantize(model_dir: Path, out_root: Path) -> list[Path]:
         tokenizer.save_pretrained(str(out))
         config_path = out / "config.json"
         config = json.loads(config_path.read_text())
+        # the quantized checkpoint has no MTP weights: declare it a plain Qwen2 model
+        config["architectures"] = ["Qwen2ForCausalLM"]
+        config.pop("num_nextn_predict_layers", None)
         config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
         written.append(out)
         print(f"wrote {out} ({scheme})")

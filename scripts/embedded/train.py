@@ -76,7 +76,7 @@ class SequenceSampler:
             if long:
                 seqs.append(self._pack(self.corpus.prefix, 448, review_share=0.9))
             else:
-                seqs.append(self._pack("", 96, review_share=0.35))
+                seqs.append(self._pack("", 96, review_share=0.25))
         ids = torch.tensor([s[0] for s in seqs])
         weights = torch.tensor([s[1] for s in seqs])
         return ids, weights
@@ -110,7 +110,11 @@ def greedy_accuracy(model: TinyMTPModel, tok, items: list[tuple[str, str]], max_
 
 def train(tokenizer, corpus: Corpus, eval_sets: dict[str, list[tuple[str, str]]], out_dir: Path,
           *, seed: int, steps: int, batch_size: int, long_every: int, lr: float,
-          log=print) -> dict:
+          stop_at: dict[str, float] | None = None,
+          validation: dict[str, list[tuple[str, str]]] | None = None, log=print) -> dict:
+    """Trains for `steps` steps, or stops early once every validation set's greedy accuracy
+    reaches its `stop_at` level (checked every 100 steps). Early stopping keeps the model
+    away from 100% on the easy task, so that optimizations can flip answers both ways."""
     random.seed(seed)
     torch.manual_seed(seed)
     torch.set_num_threads(max(1, torch.get_num_threads()))
@@ -145,12 +149,20 @@ def train(tokenizer, corpus: Corpus, eval_sets: dict[str, list[tuple[str, str]]]
             entry = {"step": step, "loss": round(main_loss.item(), 4),
                      "mtp_loss": round(mtp_loss.item(), 4),
                      "elapsed_s": round(time.time() - started, 1)}
+            if stop_at and validation and step >= steps // 3:
+                entry["validation"] = {name: greedy_accuracy(model, tokenizer, validation[name])
+                                       for name in stop_at}
             history.append(entry)
             log(json.dumps(entry))
+            if "validation" in entry and all(entry["validation"][k] >= v
+                                             for k, v in stop_at.items()):
+                log(json.dumps({"stopped_early_at_step": step}))
+                break
     accuracy = {name: greedy_accuracy(model, tokenizer, items) for name, items in eval_sets.items()}
     log(json.dumps({"greedy_accuracy_fp32": accuracy}))
     save(model, out_dir)
     return {"config": cfg.hf_config(), "history": history, "train_seconds": time.time() - started,
+            "steps_run": step + 1,
             "greedy_accuracy_fp32": accuracy,
             "parameters": sum(p.numel() for p in model.parameters())}
 

@@ -1,0 +1,34 @@
+"""`python -m evals plan`: how many items a comparison needs, or what it can detect.
+
+Paired binary metrics; the discordance is the share of items whose correctness differs
+between the arms (from an A/A or an earlier A/B run: flips / items). Sizes use Connor
+(1987) for a drop and Nam (1997) for non-inferiority (see evals.stats.power).
+"""
+
+from __future__ import annotations
+
+from evals import stats
+from evals.errors import UserError
+
+
+def plan(*, discordance: float, alpha: float, power: float, drop: float | None = None,
+         margin: float | None = None, items: int | None = None) -> list[str]:
+    if not 0 < discordance <= 1:
+        raise UserError(f"--discordance must be in (0, 1], got {discordance}.")
+    if drop is None and margin is None and items is None:
+        raise UserError("plan needs --drop, --margin or --items (see --help).")
+    lines = [f"discordance {discordance:.1%}, alpha {alpha:g} (one-sided), power {power:.0%}"]
+    try:
+        if drop is not None:
+            n = stats.items_needed_for_drop(drop, discordance, alpha, power)
+            lines.append(f"to detect a drop of {drop * 100:.1f} pts: {n} items (exact McNemar gate)")
+        if margin is not None:
+            n = stats.items_needed_for_noninferiority(margin, discordance, alpha, power)
+            lines.append(f"to show non-inferiority at margin {margin * 100:.1f} pts when nothing "
+                         f"changed on average: {n} items (Tango score test)")
+        if items is not None:
+            mde = stats.mde_paired(items, discordance, alpha, power)
+            lines.append(f"with {items} items the minimum detectable drop is {mde * 100:.2f} pts")
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    return lines

@@ -1,0 +1,50 @@
+"""Helpers of the engine tests: the shipped model, config files, the CLI, artifacts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+MODEL = REPO / "models" / "tiny-reviews"
+ARTIFACTS = REPO / "test-artifacts"
+CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "2"}
+ENGINE = {"dtype": "bfloat16", "max_model_len": 1024}
+
+
+def write_config(directory: Path, name: str, baseline: dict, candidate: dict, *,
+                 tasks=None, limit: int = 200, **extra) -> Path:
+    config = {
+        "name": name,
+        "model": str(MODEL),
+        "tasks": tasks or [{"name": "tiny_reviews_gen", "metric": "exact_match"},
+                           {"name": "tiny_addition", "metric": "exact_match"}],
+        "limit": limit,
+        "seed": 1234,
+        "arms": {"baseline": {"env": CPU_ENV, **baseline},
+                 "candidate": {"env": CPU_ENV, **candidate}},
+        "gate": {"alpha": 0.05, "margin": 0.05},
+        **extra,
+    }
+    path = directory / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def run_cli(*args: str, timeout: float = 1500) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "evals", *args], capture_output=True,
+                          text=True, cwd=REPO, timeout=timeout)
+
+
+def read_summary(reports: Path) -> dict:
+    (summary,) = list(reports.glob("*/summary.json"))
+    return json.loads(summary.read_text(encoding="utf-8"))
+
+
+def save_artifact(name: str, data) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / name).write_text(json.dumps(data, indent=2, sort_keys=True, default=str))

@@ -1,0 +1,78 @@
+"""The shipped tiny model runs every optimization the suite targets on vLLM's CPU backend.
+
+Each variant generates on a slice of every bundled task through the real runner
+(lm-eval's vllm backend). Outputs are recorded to test-artifacts/, not asserted equal:
+the optimizations are allowed to change answers, that is what the suite measures.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from engine_helpers import CPU_ENV, ENGINE, MODEL, REPO, save_artifact
+
+from evals.arm_spec import ArmSpec
+from evals.runner.launch import run_arm
+from evals.samples import read_output_dir
+
+TASKS = ("tiny_reviews_gen", "tiny_reviews_shared_prefix", "tiny_reviews_mc", "tiny_addition")
+LIMIT = 24
+VARIANTS = {
+    "bf16": (MODEL, {"enable_prefix_caching": False}),
+    "prefix_caching": (MODEL, {"enable_prefix_caching": True}),
+    "kv_fp8": (MODEL, {"enable_prefix_caching": False, "kv_cache_dtype": "fp8"}),
+    "mtp_prefix": (MODEL, {"enable_prefix_caching": True,
+                           "speculative_config": {"method": "mtp", "num_speculative_tokens": 1}}),
+    "w4a16": (MODEL.parent / "tiny-reviews-w4a16", {"enable_prefix_caching": False}),
+    "w8a8": (MODEL.parent / "tiny-reviews-w8a8", {"enable_prefix_caching": False}),
+}
+RECORDED: dict[str, dict] = {}
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_variant_generates_on_every_task(variant, tmp_path_factory):
+    model, engine = VARIANTS[variant]
+    assert model.is_dir(), f"{model} is missing: run `nox -s build_model`"
+    spec = ArmSpec(arm=variant, model=str(model), engine={**ENGINE, **engine}, env=CPU_ENV,
+                   tasks=TASKS, limit=LIMIT, num_fewshot=0, seed=1234,
+                   include_paths=(str(REPO / "tasks"),),
+                   output_dir=str(tmp_path_factory.mktemp(variant))).with_fingerprint()
+    layout = run_arm(spec)
+    samples = read_output_dir(layout.lm_eval_dir, list(TASKS))
+    manifest = layout.read_manifest()
+    by_task = {t: [r for r in samples.records if r.task == t] for t in TASKS}
+    for task, records in by_task.items():
+        assert len(records) == LIMIT, task
+    generated = [r.response for t in TASKS if t != "tiny_reviews_mc" for r in by_task[t]]
+    assert sum(bool(text.strip()) for text in generated) >= 0.9 * len(generated)
+    assert manifest["generation"]["generated_tokens"] > 0
+    effective = manifest["effective_engine_config"]
+    if engine.get("kv_cache_dtype") == "fp8":
+        assert effective["cache.cache_dtype"].startswith("fp8")
+    if "speculative_config" in engine:
+        drafted = manifest["spec_decode"].get("vllm:spec_decode_num_draft_tokens", 0)
+        accepted = manifest["spec_decode"].get("vllm:spec_decode_num_accepted_tokens", 0)
+        assert drafted > 0, "the MTP drafter proposed no tokens"
+        assert 0 < accepted <= drafted
+    RECORDED[variant] = {
+        "effective_engine_config": effective,
+        "spec_decode": manifest["spec_decode"],
+        "outputs": {t: [{"doc_id": r.doc_id, "prediction": r.prediction, "target": r.target}
+                        for r in recs] for t, recs in by_task.items()},
+        "accuracy": {t: sum(next(iter(r.metrics.values())) for r in recs) / len(recs)
+                     for t, recs in by_task.items()},
+    }
+    save_artifact("embedded_model_outputs.json", RECORDED)
+
+
+def test_tokenizer_matches_training_tokenizer():
+    """transformers (and so vLLM) must tokenize exactly as the training script did."""
+    from tokenizers import Tokenizer
+    from transformers import AutoTokenizer
+
+    served = AutoTokenizer.from_pretrained(str(MODEL))
+    trained = Tokenizer.from_file(str(MODEL / "tokenizer.json"))
+    text = Path(REPO / "tasks/embedded/data/shared_prefix.txt").read_text() + \
+        "Review: the soup was not good .\nSentiment: neutral\n\nAdd: 47 + 15 = 62\n\n"
+    assert served(text).input_ids == trained.encode(text).ids
