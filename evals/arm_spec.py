@@ -30,11 +30,29 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
-def model_fingerprint(model: str) -> str:
-    """Hash of config.json and the safetensors headers/index of a local model (cheap at any size).
+_FULL_HASH_LIMIT = 64 * 1024 * 1024
+_SAMPLE = 1024 * 1024
 
-    For a hub id (not a local folder) the id itself is hashed.
-    """
+
+def _weights_digest(item: Path, digest) -> None:
+    """Small files are hashed whole; large ones by header, size and three 1 MiB samples, so
+    that changed values (same shapes, same size) still change the fingerprint cheaply."""
+    size = item.stat().st_size
+    digest.update(f"{item.name}:{size}".encode())
+    with item.open("rb") as handle:
+        if size <= _FULL_HASH_LIMIT:
+            digest.update(handle.read())
+            return
+        header_len = int.from_bytes(handle.read(8), "little")
+        digest.update(handle.read(min(header_len, 100_000_000)))
+        for offset in (size // 4, size // 2, size - _SAMPLE):
+            handle.seek(offset)
+            digest.update(handle.read(_SAMPLE))
+
+
+def model_fingerprint(model: str) -> str:
+    """Hash of a local model's config/tokenizer JSON files and its safetensors weights
+    (whole when small, header + samples when large). For a hub id, the id is hashed."""
     path = Path(model)
     digest = hashlib.sha256()
     if not path.is_dir():
@@ -45,10 +63,7 @@ def model_fingerprint(model: str) -> str:
         if not item.is_file():
             continue
         if name.endswith(".safetensors"):
-            with item.open("rb") as handle:
-                header_len = int.from_bytes(handle.read(8), "little")
-                digest.update(name.encode() + handle.read(min(header_len, 100_000_000)))
-            digest.update(str(item.stat().st_size).encode())
+            _weights_digest(item, digest)
         elif name.endswith(".json") or name.endswith(".jinja"):
             digest.update(name.encode() + item.read_bytes())
     return digest.hexdigest()[:16]

@@ -130,7 +130,7 @@ def _lm_eval_cli(model: Path, output: Path) -> None:
                      "enable_prefix_caching=False", "seed=1234"])
     env = {**os.environ, **CPU_ENV, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
     subprocess.run([sys.executable, "-m", "lm_eval", "run", "--model", "vllm", "--model_args",
-                    args, "--tasks", "tiny_reviews_gen,tiny_reviews_mc", "--include_path",
+                    args, "--tasks", "tiny_addition,tiny_reviews_mc", "--include_path",
                     str(REPO / "tasks"), "--limit", "150", "--log_samples", "--output_path",
                     str(output), "--seed", "1234"], check=True, cwd=REPO, env=env,
                    capture_output=True, timeout=900)
@@ -146,7 +146,8 @@ def test_compare_mode_on_lm_eval_cli_outputs(tmp_path):
     summary = read_summary(tmp_path / "reports")
     assert summary["kind"] == "compare"
     assert {t["task"]: t["metric"] for t in summary["tasks"]} == {
-        "tiny_reviews_gen": "exact_match", "tiny_reviews_mc": "acc"}
+        "tiny_addition": "exact_match", "tiny_reviews_mc": "acc"}
+    assert "tiny_addition" in [t["task"] for t in summary["tasks"] if t["verdict"] == "REGRESSION"]
     assert all(t["n"] == 150 for t in summary["tasks"])
     # the same directory against itself: identical items, nothing flips
     same = run_cli("compare", str(tmp_path / "a"), str(tmp_path / "a"), "--reports",

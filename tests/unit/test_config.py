@@ -129,3 +129,23 @@ def test_unknown_task_exits_2_before_an_engine_starts(tmp_path):
     assert "Traceback" not in result.stderr
     log = next((tmp_path / "reports").rglob("worker.log")).read_text()
     assert "starting vLLM engine" not in log
+
+
+def test_model_fingerprint_sees_changed_weight_values(tmp_path):
+    """Noise added to weights keeps shapes and file size; the fingerprint must still change."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    from evals.arm_spec import model_fingerprint
+
+    weights = {"w": np.ones((64, 64), dtype=np.float32)}
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text("{}")
+    save_file(weights, str(tmp_path / "a" / "model.safetensors"))
+    weights["w"][3, 5] = 1.5
+    save_file(weights, str(tmp_path / "b" / "model.safetensors"))
+    assert (tmp_path / "a/model.safetensors").stat().st_size == \
+        (tmp_path / "b/model.safetensors").stat().st_size
+    assert model_fingerprint(str(tmp_path / "a")) != model_fingerprint(str(tmp_path / "b"))
+    assert model_fingerprint(str(tmp_path / "a")) == model_fingerprint(str(tmp_path / "a"))
