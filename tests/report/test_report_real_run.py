@@ -1,4 +1,4 @@
-"""The reports of a recorded real run (tests/fixtures/run_mtp_prefix), when it is present."""
+"""The reports of a recorded real run (tests/fixtures/run_w4a16), when it is present."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from markupsafe import escape
 from evals.report import write_reports
 from evals.run_record import read_summary
 
-RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "run_mtp_prefix"
+RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "run_w4a16"
 
 pytestmark = pytest.mark.skipif(not (RECORDED / "summary.json").exists(),
                                 reason=f"no recorded run at {RECORDED}")
