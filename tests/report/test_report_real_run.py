@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import xml.etree.ElementTree as ET
@@ -19,11 +20,24 @@ pytestmark = pytest.mark.skipif(not (RECORDED / "summary.json").exists(),
                                 reason=f"no recorded run at {RECORDED}")
 
 
+INJECTED = '<script>window.__pwned_real=1</script><img src=x onerror="window.__pwned_real=2">'
+
+
 @pytest.fixture(scope="module")
 def real_run(tmp_path_factory) -> Path:
+    """The recorded run, with one real flipped generation turned into an injection attempt."""
     run = tmp_path_factory.mktemp("real") / RECORDED.name
     shutil.copytree(RECORDED, run, ignore=shutil.ignore_patterns("report.html", "summary.md",
                                                                   "junit.xml"))
+    items = run / "paired_items.jsonl"
+    lines = items.read_text(encoding="utf-8").splitlines()
+    for index, line in enumerate(lines[1:], 1):
+        row = json.loads(line)
+        if row["baseline"] > row["candidate"]:
+            row["candidate_response"] = INJECTED + row["candidate_response"]
+            lines[index] = json.dumps(row, ensure_ascii=False)
+            break
+    items.write_text("\n".join(lines) + "\n", encoding="utf-8")
     write_reports(run)
     return run
 
@@ -47,9 +61,30 @@ def test_real_run_reports(real_run):
         assert re.search(r"rows differ", html)
 
 
+VISIBLE = """Array.from(document.querySelectorAll('#flipped-list > .item'))
+  .filter(el => el.getClientRects().length > 0).map(el => el.dataset.direction)"""
+
+
 def test_real_run_opens_cleanly_in_the_browser(real_run, browser, artifacts):
+    summary = read_summary(real_run)
     page = browser.page(width=1280, height=1600)
     page.goto((real_run / "report.html").as_uri())
     assert page.evaluate("document.getElementById('item-filter').hidden") is False
     assert page.console_errors() == []
+    # verdict, tables and the forest plot are rendered and visible
+    banner = page.evaluate("document.querySelector('.banner').innerText")
+    assert summary["verdict"] in banner
+    assert page.evaluate("document.querySelectorAll('table').length") >= 3
+    assert page.evaluate("document.querySelector('svg').getBoundingClientRect().height") > 50
+    # the injected markup in a real generation stays text
+    assert page.evaluate("typeof window.__pwned_real") == "undefined"
+    assert INJECTED in page.evaluate("document.getElementById('items').innerText")
+    # filtering by direction shows only that direction
+    flips = sum(t["correct_to_wrong"] + t["wrong_to_correct"] for t in summary["tasks"])
+    assert len(page.evaluate(VISIBLE)) == flips
+    page.evaluate("""(() => { const s = document.getElementById('filter-direction');
+        s.value = 'w2c'; s.dispatchEvent(new Event('change', {bubbles: true})); })()""")
+    shown = page.evaluate(VISIBLE)
+    assert shown and set(shown) == {"w2c"}
+    assert len(shown) == sum(t["wrong_to_correct"] for t in summary["tasks"])
     page.screenshot(artifacts / "report_real_run.png")
