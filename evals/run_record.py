@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from enum import Enum
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -34,7 +35,7 @@ def _plain(obj):
         return [_plain(v) for v in obj]
     if isinstance(obj, np.generic):
         return obj.item()
-    if hasattr(obj, "value") and obj.__class__.__module__ == "evals.verdict":
+    if isinstance(obj, Enum):
         return obj.value
     return obj
 

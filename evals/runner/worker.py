@@ -9,7 +9,6 @@ vLLM actually used. Progress lines go to stdout with the prefix `[evals]`.
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import time
 from pathlib import Path
@@ -83,7 +82,6 @@ def run(spec: ArmSpec) -> int:
         say(spec, "all tasks already finished; nothing to run")
         return 0
     started = time.time()
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     from lm_eval import simple_evaluate
     from lm_eval.loggers import EvaluationTracker
     from lm_eval.models.vllm_causallms import VLLM
