@@ -182,6 +182,7 @@ def check_local_models(config: ABConfig) -> None:
     """A path-looking model that does not exist is bad input, found before any engine starts."""
     for name in ("baseline", "candidate"):
         model = config.arm_model(name)
-        looks_local = model.startswith(("/", ".", "~")) or model.count("/") != 1
+        # "gpt2" and "Qwen/Qwen2.5-7B" are hub ids; "/x", "./x", "a/b/c" are paths
+        looks_local = model.startswith(("/", ".", "~")) or model.count("/") > 1
         if looks_local and not Path(model).exists():
             raise UserError(f"{config.source}: model path `{model}` (arm {name}) does not exist.")

@@ -30,9 +30,11 @@ def arm_is_complete(spec: ArmSpec) -> bool:
 def worker_env(spec: ArmSpec) -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
-    env.setdefault("HF_HUB_OFFLINE", "1")
-    env.setdefault("HF_DATASETS_OFFLINE", "1")
-    env.setdefault("TRANSFORMERS_OFFLINE", "1")
+    if Path(spec.model).is_dir():
+        # a local model needs no hub; hub models (GPU configs) must be allowed to download.
+        # An arm's `env:` overrides these, e.g. for hub-hosted task data.
+        for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+            env.setdefault(name, "1")
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
     env["PYTHONPATH"] = os.pathsep.join(
         [str(REPO_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))

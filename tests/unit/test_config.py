@@ -149,3 +149,14 @@ def test_model_fingerprint_sees_changed_weight_values(tmp_path):
         (tmp_path / "b/model.safetensors").stat().st_size
     assert model_fingerprint(str(tmp_path / "a")) != model_fingerprint(str(tmp_path / "b"))
     assert model_fingerprint(str(tmp_path / "a")) == model_fingerprint(str(tmp_path / "a"))
+
+
+def test_hub_ids_are_not_mistaken_for_missing_paths(tmp_path):
+    from evals.config import check_local_models
+
+    for model in ("gpt2", "Qwen/Qwen2.5-7B-Instruct"):
+        config = load_config(write(tmp_path, VALID.format(model=model), f"{model[:4]}.yaml"))
+        check_local_models(config)  # no error: a hub id, not a path
+    missing = load_config(write(tmp_path, VALID.format(model="./models/nope"), "m.yaml"))
+    with pytest.raises(UserError, match="does not exist"):
+        check_local_models(missing)
