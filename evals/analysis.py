@@ -17,6 +17,7 @@ from scipy import stats as sps
 
 from evals import stats
 from evals.pairing import PairedTask
+from evals.sequential_plan import SequentialSummary
 
 MAX_CLASS_LABELS = 12
 POWER_FOR_MDE = 0.8
@@ -78,6 +79,8 @@ class TaskAnalysis:
     noise_flip_rate: float | None = None
     """Share of items whose score changed between two runs of the baseline (A/A), if run."""
     noise_flips: int | None = None
+    sequential: SequentialSummary | None = None
+    """Interim looks of an opt-in sequential run; None for fixed-sample runs."""
 
 
 def task_rng(seed: int, task: str) -> np.random.Generator:
@@ -145,7 +148,8 @@ def noise_floor(rerun: PairedTask) -> tuple[float, int]:
 
 
 def analyse_task(paired: PairedTask, *, gated: bool, alpha: float, margin: float, seed: int,
-                 n_resamples: int, noise: tuple[float, int] | None = None) -> TaskAnalysis:
+                 n_resamples: int, noise: tuple[float, int] | None = None,
+                 sequential: SequentialSummary | None = None) -> TaskAnalysis:
     boot = stats.paired_bootstrap(paired.baseline, paired.candidate, rng=task_rng(seed, paired.task),
                                   n_resamples=n_resamples, confidence_level=1 - 2 * alpha)
     base = dict(task=paired.task, metric=paired.metric, filter=paired.filter, gated=gated,
@@ -155,7 +159,7 @@ def analyse_task(paired: PairedTask, *, gated: bool, alpha: float, margin: float
                 bootstrap_low=boot.low, bootstrap_high=boot.high,
                 labels=_labels(paired), lengths=_lengths(paired),
                 noise_flip_rate=None if noise is None else noise[0],
-                noise_flips=None if noise is None else noise[1])
+                noise_flips=None if noise is None else noise[1], sequential=sequential)
     if paired.is_binary:
         counts = stats.flip_counts(paired.baseline, paired.candidate)
         mcnemar = stats.mcnemar_exact_from_counts(counts, alternative="less")

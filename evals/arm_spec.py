@@ -85,6 +85,9 @@ class ArmSpec:
     output_dir: str
     versions: dict = field(default_factory=package_versions)
     model_hash: str = ""
+    sequential: dict | None = None
+    """Chunked run for early stop: {"chunk", "alpha", "margin", "metrics": {task: [metric,
+    filter]}, "reference": the baseline's lm_eval dir (candidate only)}."""
     schema_version: int = SCHEMA_VERSION
 
     def with_fingerprint(self) -> ArmSpec:
@@ -99,6 +102,10 @@ class ArmSpec:
             "env": self.env, "task": task, "limit": self.limit, "num_fewshot": self.num_fewshot,
             "seed": self.seed, "versions": self.versions, "schema_version": self.schema_version,
         }
+        if self.sequential:  # the chunk schedule changes the prompts of few-shot tasks
+            payload["chunk"] = self.sequential["chunk"]
+            if self.sequential.get("reference"):  # where the candidate stopped depends on these
+                payload["stop_rule"] = [self.sequential[k] for k in ("alpha", "margin", "metrics")]
         blob = json.dumps(payload, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:20]
 

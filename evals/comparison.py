@@ -23,6 +23,8 @@ from evals.run_record import build_summary, write_run
 from evals.runner.launch import run_arm
 from evals.runner.layout import ArmLayout
 from evals.samples import ArmSamples, read_output_dir
+from evals.sequential_plan import (first_items, item_order, look_alpha,
+                                   sequential_for_task)
 from evals.table import render_table
 from evals.verdict import decide
 
@@ -48,6 +50,15 @@ def arm_specs(config: ABConfig, run_dir: Path) -> dict[str, ArmSpec]:
             tasks=tuple(t.name for t in config.tasks), limit=config.limit,
             num_fewshot=config.num_fewshot, seed=config.seed, include_paths=tuple(include),
             output_dir=str(run_dir / "arms" / name), versions=versions).with_fingerprint()
+    if config.sequential:
+        gated = sum(1 for t in config.tasks if t.gate)
+        plan = {"chunk": config.sequential.chunk, "margin": config.gate.margin,
+                "alpha": look_alpha(config.gate.alpha, gated),
+                "metrics": {t.name: [t.metric, t.filter] for t in config.tasks}}
+        specs["baseline"] = replace(specs["baseline"], sequential={**plan, "reference": None})
+        reference = str(ArmLayout(Path(specs["baseline"].output_dir)).lm_eval_dir)
+        specs["candidate"] = replace(specs["candidate"],
+                                     sequential={**plan, "reference": reference})
     if config.noise_floor:
         specs[RERUN] = replace(specs["baseline"], arm=RERUN,
                                output_dir=str(run_dir / "arms" / RERUN))
@@ -107,9 +118,15 @@ def run_ab(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, fresh: bool = 
     tasks = [t.name for t in config.tasks]
     samples = {name: read_output_dir(layouts[name].lm_eval_dir, tasks) for name in specs}
     echo(f"[evals] both arms finished in {time.time() - started:.0f} s; analysing")
+    sequential = None
+    if config.sequential:
+        sequential = {"chunk": specs["candidate"].sequential["chunk"],
+                      "alpha": specs["candidate"].sequential["alpha"],
+                      "n_items": {t: manifests["candidate"]["tasks"][t]["n_items"] for t in tasks}}
     return finish(kind="ab", run_dir=run_dir, tasks=list(config.tasks), gate=config.gate,
                   seed=config.seed, config_dump=json.loads(config.model_dump_json()),
-                  samples=samples, manifests=manifests, echo=echo), run_dir
+                  samples=samples, manifests=manifests, echo=echo,
+                  sequential=sequential), run_dir
 
 
 def _default_metric(samples: ArmSamples, task: str) -> str:
@@ -152,22 +169,30 @@ def run_compare(dir_a: Path, dir_b: Path, *, gate: GateConfig, seed: int = 1234,
 
 def finish(*, kind: str, run_dir: Path, tasks: list[TaskSpec], gate: GateConfig, seed: int,
            config_dump: dict, samples: dict[str, ArmSamples], manifests: dict[str, dict],
-           echo=print) -> ExitCode:
+           echo=print, sequential: dict | None = None) -> ExitCode:
     paired: list[PairedTask] = []
     analyses: list[TaskAnalysis] = []
     warnings: list[str] = []
     for spec in tasks:
         p = pair_task(samples["baseline"], samples["candidate"], spec.name, spec.metric,
-                      spec.filter)
+                      spec.filter, baseline_superset=sequential is not None)
         paired.append(p)
+        looks = None
+        if sequential is not None:
+            n_items = sequential["n_items"][spec.name]
+            order = item_order(n_items, seed, spec.name)
+            looks = sequential_for_task(p, order, chunk=sequential["chunk"],
+                                        alpha=sequential["alpha"], margin=gate.margin,
+                                        n_items=n_items)
+            p = paired[-1] = first_items(p, order, looks.items_used)
         noise = None
         if RERUN in samples:
             rerun = pair_task(samples["baseline"], samples[RERUN], spec.name, spec.metric,
-                              p.filter)
+                              p.filter)  # both ran the full item set
             noise = noise_floor(rerun)
         analyses.append(analyse_task(p, gated=spec.gate, alpha=gate.alpha, margin=gate.margin,
                                      seed=seed, n_resamples=gate.bootstrap_resamples,
-                                     noise=noise))
+                                     noise=noise, sequential=looks))
         hb = samples["baseline"].task_hashes.get(spec.name)
         hc = samples["candidate"].task_hashes.get(spec.name)
         if hb and hc and hb != hc:

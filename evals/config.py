@@ -61,6 +61,13 @@ class GateConfig(_Strict):
     bootstrap_resamples: int = Field(10_000, ge=100)
 
 
+class SequentialConfig(_Strict):
+    """Opt-in early stop: items run in a seeded random order, in chunks; the candidate stops
+    once a regression is established or non-inferiority is shown (see evals.sequential_plan)."""
+
+    chunk: int = Field(100, ge=10, description="items per look")
+
+
 class ABConfig(_Strict):
     """A whole A/B comparison."""
 
@@ -75,7 +82,14 @@ class ABConfig(_Strict):
         False, description="True for an A/A check; otherwise identical arms are an error")
     noise_floor: bool = Field(
         False, description="run the baseline twice and report its self-disagreement (A/A)")
+    sequential: SequentialConfig | None = Field(
+        None, description="early stop over interim looks; needs 0/1 metrics")
     arms: Arms
+    intended_change: list[str] | None = Field(
+        None, description="what the arms are meant to differ in: vLLM engine-argument names, plus "
+        "`model` and `env` for the arm model and environment. Before any arm runs, both arms' "
+        "effective engine configs are resolved and compared; a difference in anything not listed "
+        "stops the run. null: every engine argument the arms set differently is intended")
     gate: GateConfig = GateConfig()
     description: str = ""
     source: str = Field("", exclude=True, description="the file this was loaded from")

@@ -54,7 +54,9 @@ def _choose_filter(task: str, wanted: str | None, b: dict, c: dict, where: str) 
 
 
 def pair_task(baseline: ArmSamples, candidate: ArmSamples, task: str, metric: str,
-              filter_name: str | None = None) -> PairedTask:
+              filter_name: str | None = None, *, baseline_superset: bool = False) -> PairedTask:
+    """`baseline_superset`: the candidate ran a subset of the baseline's items (a
+    sequential run that stopped early); baseline items it did not run are left out."""
     where = f"{baseline.source} vs {candidate.source}"
     b_all, c_all = _by_key(baseline, task), _by_key(candidate, task)
     if not b_all:
@@ -64,6 +66,8 @@ def pair_task(baseline: ArmSamples, candidate: ArmSamples, task: str, metric: st
     chosen = _choose_filter(task, filter_name, b_all, c_all, where)
     b = {k: v for k, v in b_all.items() if k[2] == chosen}
     c = {k: v for k, v in c_all.items() if k[2] == chosen}
+    if baseline_superset:
+        b = {k: v for k, v in b.items() if k in c}
     only_b = sorted(set(b) - set(c))
     only_c = sorted(set(c) - set(b))
     if only_b or only_c:

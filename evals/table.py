@@ -7,13 +7,18 @@ def _pts(x: float) -> str:
     return f"{x * 100:+.1f}"
 
 
+def _items(t: dict) -> str:
+    looks = t.get("sequential")
+    return f"{t['n']}/{looks['n_items']}" if looks else str(t["n"])
+
+
 def render_table(summary: dict) -> str:
     header = ("task", "metric", "n", "baseline", "candidate", "delta pts [interval]",
               "c->w", "w->c", "p adj", "verdict")
     rows = [header]
     for t in summary["tasks"]:
         rows.append((
-            t["task"] + ("" if t["gated"] else " (not gated)"), t["metric"], str(t["n"]),
+            t["task"] + ("" if t["gated"] else " (not gated)"), t["metric"], _items(t),
             f"{t['baseline_mean']:.3f}", f"{t['candidate_mean']:.3f}",
             f"{_pts(t['delta'])} [{_pts(t['ci_low'])}, {_pts(t['ci_high'])}]",
             str(t["correct_to_wrong"]), str(t["wrong_to_correct"]),

@@ -11,6 +11,11 @@ Decision rule (documented in the README):
 * INCONCLUSIVE - neither: the data show no significant drop but cannot exclude a
   drop as large as the margin. The minimum detectable effect is stated.
 
+Sequential runs (opt-in): a task whose interim looks crossed a boundary takes that
+decision (REGRESSION or PASS); the others are judged by the rules above at the other
+half of alpha (see evals.sequential_plan). Reported adjusted p-values are scaled so
+that they compare against alpha itself.
+
 Tasks with `gate: false` never change the overall verdict; their regression p-values are
 adjusted with Benjamini-Hochberg among themselves (screening many subtasks).
 """
@@ -25,6 +30,7 @@ import numpy as np
 from evals import stats
 from evals.analysis import TaskAnalysis
 from evals.errors import ExitCode
+from evals.sequential_plan import SEQUENTIAL_SHARE
 
 
 class Verdict(str, Enum):
@@ -93,15 +99,43 @@ def _verdict_reason(a: TaskAnalysis, verdict: Verdict, p_adj: float, alpha: floa
             f"-{margin * 100:.1f} pts; {mde}")
 
 
+def _stopped(a: TaskAnalysis) -> bool:
+    return a.sequential is not None and a.sequential.stopped_early
+
+
+def _sequential_reason(a: TaskAnalysis, verdict: Verdict, p_adj: float, alpha: float,
+                       margin: float) -> str:
+    s = a.sequential
+    assert s is not None
+    flips = f"{a.correct_to_wrong} correct->wrong vs {a.wrong_to_correct} wrong->correct"
+    where = (f"sequential test stopped after {s.items_used} of {s.n_items} items "
+             f"({s.looks} look(s) of {s.chunk})")
+    if verdict is Verdict.REGRESSION:
+        return (f"{a.metric} dropped {_points(a.delta)} ({flips}); {where}: regression e-value "
+                f"{np.exp(s.log_evalue_regression):.3g} >= 1/{s.alpha:.3g} "
+                f"(p adj={p_adj:.3g} < alpha={alpha:g})")
+    return (f"delta {_points(a.delta)} ({flips}); {where}: non-inferiority at "
+            f"-{margin * 100:.1f} pts shown, e-value {np.exp(s.log_evalue_noninferiority):.3g} "
+            f">= 1/{s.alpha:.3g}")
+
+
 def decide(analyses: list[TaskAnalysis], *, alpha: float, margin: float,
            correction: str = "holm") -> RunVerdict:
     gated = [a for a in analyses if a.gated]
-    pvalues = np.array([a.regression_pvalue for a in gated], dtype=float)
-    if correction == "holm" and len(gated) > 1:
+    sequential_run = any(a.sequential is not None for a in analyses)
+    # a sequential run spends SEQUENTIAL_SHARE of alpha on its looks (Bonferroni over the
+    # gated tasks); the fixed-sample tests get the rest, so their p-values are scaled
+    fixed_scale = 1 / (1 - SEQUENTIAL_SHARE) if sequential_run else 1.0
+    look_scale = len(gated) / SEQUENTIAL_SHARE if gated else 1.0
+    full = [a for a in gated if not _stopped(a)]
+    pvalues = np.array([a.regression_pvalue for a in full], dtype=float)
+    if correction == "holm" and len(full) > 1:
         adjusted = stats.holm(pvalues, alpha=alpha).pvalues_adjusted
     else:
         adjusted = pvalues
-    adjusted_by_task = {a.task: float(p) for a, p in zip(gated, adjusted)}
+    adjusted_by_task = {a.task: min(1.0, float(p) * fixed_scale) for a, p in zip(full, adjusted)}
+    adjusted_by_task.update({a.task: min(1.0, a.sequential.pvalue_regression * look_scale)
+                             for a in gated if _stopped(a)})
     # tasks that do not gate are screened: Benjamini-Hochberg controls the false discovery
     # rate among the regressions they report, without the family-wise strictness of Holm
     screened = [a for a in analyses if not a.gated]
@@ -111,9 +145,14 @@ def decide(analyses: list[TaskAnalysis], *, alpha: float, margin: float,
     task_verdicts = []
     for a in analyses:
         p_adj = adjusted_by_task.get(a.task, a.regression_pvalue)
+        if _stopped(a) and a.gated:
+            verdict = Verdict.REGRESSION if a.sequential.decision == "regression" else Verdict.PASS
+            task_verdicts.append(TaskVerdict(a.task, a.gated, verdict, p_adj, _sequential_reason(
+                a, verdict, p_adj, alpha, margin) + _noise(a)))
+            continue
         if p_adj < alpha:
             verdict = Verdict.REGRESSION
-        elif a.noninferiority_pvalue < alpha:
+        elif a.noninferiority_pvalue * fixed_scale < alpha:
             verdict = Verdict.PASS
         else:
             verdict = Verdict.INCONCLUSIVE

@@ -60,13 +60,21 @@ class Banner:
     warnings: tuple[str, ...]
 
 
+def _items(t: dict) -> str:
+    """Items compared; for a sequential run, of how many the full set holds."""
+    looks = t.get("sequential")
+    if isinstance(looks, dict) and looks.get("n_items"):
+        return f"{fmt.count(t.get('n'))} of {fmt.count(looks['n_items'])}"
+    return fmt.count(t.get("n"))
+
+
 def task_rows(summary: dict) -> tuple[TaskRow, ...]:
     rows = []
     for t in summary.get("tasks", []):
         verdict = str(t.get("verdict", "INCONCLUSIVE"))
         rows.append(TaskRow(
             task=str(t["task"]), gated=bool(t.get("gated", True)), metric=str(t.get("metric", "")),
-            n=fmt.count(t.get("n")), baseline=fmt.mean(t.get("baseline_mean")),
+            n=_items(t), baseline=fmt.mean(t.get("baseline_mean")),
             candidate=fmt.mean(t.get("candidate_mean")), delta=fmt.points(t.get("delta")),
             interval=fmt.points_interval(t.get("ci_low"), t.get("ci_high")),
             pvalue_adjusted=fmt.pvalue(t.get("regression_pvalue_adjusted")),

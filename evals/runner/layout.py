@@ -11,7 +11,8 @@ MANIFEST_SCHEMA_VERSION = 1
 
 
 class ArmLayout:
-    """<arm>/spec.json, manifest.json, worker.log, lm_eval/ (lm-eval's layout), tasks/<task>.json."""
+    """<arm>/spec.json, manifest.json, worker.log, lm_eval/ (lm-eval's layout), tasks/<task>.json,
+    and for sequential runs chunks/<task>/<k>/ (one lm-eval output per chunk, merged into lm_eval/)."""
 
     def __init__(self, root: Path):
         self.root = Path(root)
@@ -20,6 +21,18 @@ class ArmLayout:
         self.spec_path = self.root / "spec.json"
         self.manifest_path = self.root / "manifest.json"
         self.log_path = self.root / "worker.log"
+        self.chunks_dir = self.root / "chunks"
+
+    def chunk_dir(self, task: str, index: int) -> Path:
+        return self.chunks_dir / task / f"{index:04d}"
+
+    @staticmethod
+    def chunk_done(chunk_dir: Path) -> bool:
+        return (chunk_dir / "done.json").exists()
+
+    @staticmethod
+    def mark_chunk_done(chunk_dir: Path, items: int) -> None:
+        write_json_atomic(chunk_dir / "done.json", {"items": items})
 
     def task_marker(self, task: str) -> Path:
         return self.tasks_dir / f"{task}.json"

@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from engine_helpers import CPU_ENV, ENGINE, MODEL, REPO, read_summary, run_cli, write_config
+from engine_helpers import (CPU_ENV, ENGINE, MODEL, REPO, read_summary, run_cli,
+                            save_artifact, write_config)
 
 REVIEWS_AND_ADDITION = [{"name": "tiny_reviews_gen", "metric": "exact_match"},
                         {"name": "tiny_addition", "metric": "exact_match"}]
@@ -155,3 +156,25 @@ def test_compare_mode_on_lm_eval_cli_outputs(tmp_path):
     same_summary = read_summary(tmp_path / "reports-same")
     assert all(t["correct_to_wrong"] == t["wrong_to_correct"] == 0
                for t in same_summary["tasks"]), same.stdout
+
+
+def test_sequential_run_stops_a_real_regression_early(tmp_path):
+    """Opt-in early stop on the full 1,200-item split: the noisy model's addition drop is
+    established after a few chunks; the candidate runs far fewer items than the baseline."""
+    degraded = _degraded_copy(MODEL, tmp_path / "noisy-model", scale=0.6)
+    config = write_config(tmp_path, "sequential", {"engine": dict(ENGINE)},
+                          {"model": str(degraded), "engine": dict(ENGINE)},
+                          tasks=[{"name": "tiny_addition", "metric": "exact_match"}],
+                          limit=None, sequential={"chunk": 50})
+    result = run_cli("ab", str(config), "--reports", str(tmp_path / "reports"))
+    assert result.returncode == 1, result.stdout + result.stderr
+    summary = read_summary(tmp_path / "reports")
+    (task,) = summary["tasks"]
+    looks = task["sequential"]
+    assert looks["decision"] == "regression" and looks["n_items"] == 1200
+    assert looks["items_used"] * 5 <= looks["n_items"], looks
+    assert task["n"] == looks["items_used"]
+    assert summary["arms"]["candidate"]["tasks"]["tiny_addition"]["items_run"] == task["n"]
+    assert summary["arms"]["baseline"]["tasks"]["tiny_addition"]["items_run"] == 1200
+    assert f"stopped after {task['n']} of 1200 items" in result.stdout
+    save_artifact("sequential_regression.json", {"looks": looks, "delta": task["delta"]})

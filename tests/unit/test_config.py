@@ -67,6 +67,10 @@ def test_shipped_configs_all_load():
      "gate: {alpha: 2}\n", "`gate.alpha`"),
     ("name: t\nmodel: m\ntasks: [a, a]\narms: {baseline: {engine: {}}, candidate: {engine: {}}}\n",
      "task `a` is listed twice"),
+    ("name: t\nmodel: m\ntasks: [a]\narms: {baseline: {engine: {}}, candidate: {engine: {}}}\n"
+     "sequential: {chunk: 5}\n", "`sequential.chunk`"),
+    ("name: t\nmodel: m\ntasks: [a]\narms: {baseline: {engine: {}}, candidate: {engine: {}}}\n"
+     "sequential: {chunks: 50}\n", "unknown key `sequential.chunks`"),
     ("name: [unclosed\n", "not valid YAML at line"),
     ("- a list\n", "top level must be a mapping"),
     ("extends: nowhere.yaml\n", "nowhere.yaml does not exist"),

@@ -1,0 +1,112 @@
+"""Opt-in sequential early stop: the seeded item order, the chunks, and the stop decision.
+
+Both arms run a task's items in the same seeded random order, in chunks (one lm-eval
+call per chunk). After each candidate chunk the items seen so far are paired with the
+baseline's and `evals.stats.sequential_decision` looks at them; the candidate stops as
+soon as a regression is established or non-inferiority is shown.
+
+Error budget. The looks use the e-process tests of `evals.stats.sequential`, valid over
+any number of looks. They get half of alpha, split evenly over the gated tasks
+(Bonferroni: tasks stop independently); a task that reaches its full item set without
+a decision is judged by the fixed-sample tests at the other half of alpha. So the
+chance of a false REGRESSION, and per task of a false PASS, stays at most alpha.
+
+The worker (to decide when to stop) and the analysis (to report and to decide) both
+call `sequential_for_task`, on the same paired data.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from evals import stats
+from evals.pairing import PairedTask
+
+SEQUENTIAL_SHARE = 0.5  # of alpha, spent on the interim looks; the rest on the final test
+
+
+def item_order(n_items: int, seed: int, task: str) -> np.ndarray:
+    """The seeded random order in which a task's items run (indices 0..n_items-1)."""
+    rng = np.random.default_rng([seed, zlib.crc32(task.encode()), 0x5E0])
+    return rng.permutation(n_items)
+
+
+def chunks(order: np.ndarray, size: int) -> list[np.ndarray]:
+    return [order[i:i + size] for i in range(0, len(order), size)]
+
+
+def look_alpha(alpha: float, gated_tasks: int) -> float:
+    """Alpha of one task's interim looks."""
+    return alpha * SEQUENTIAL_SHARE / max(gated_tasks, 1)
+
+
+def final_alpha(alpha: float) -> float:
+    """Alpha of the fixed-sample tests for tasks that ran all their items."""
+    return alpha * (1 - SEQUENTIAL_SHARE)
+
+
+@dataclass(frozen=True, slots=True)
+class SequentialSummary:
+    """What the interim looks of one task decided, for the verdict and the report."""
+
+    decision: str
+    """'regression', 'non_inferior', or 'continue' (no boundary crossed; full set run)."""
+    items_used: int
+    n_items: int
+    chunk: int
+    looks: int
+    alpha: float
+    threshold: float
+    log_evalue_regression: float
+    log_evalue_noninferiority: float
+
+    @property
+    def stopped_early(self) -> bool:
+        return self.decision != "continue"
+
+    @property
+    def pvalue_regression(self) -> float:
+        """Anytime-valid p-value of the regression test: min(1, 1 / e-value)."""
+        return float(min(1.0, np.exp(-self.log_evalue_regression)))
+
+
+def sequential_for_task(paired: PairedTask, order: np.ndarray, *, chunk: int, alpha: float,
+                        margin: float, n_items: int) -> SequentialSummary:
+    """Looks at the paired items in run order, one look per finished chunk.
+
+    `paired` holds the items the candidate ran (a prefix of `order`, whole chunks);
+    `order` is the full seeded order of the task's `n_items` items."""
+    if not paired.is_binary:
+        raise ValueError(f"task `{paired.task}`: sequential early stop needs a 0/1 metric; "
+                         f"`{paired.metric}` is not binary.")
+    position = {int(doc): i for i, doc in enumerate(order)}
+    ran = sorted(range(paired.n), key=lambda i: position[paired.doc_ids[i]])
+    if [position[paired.doc_ids[i]] for i in ran] != list(range(paired.n)):
+        raise ValueError(f"task `{paired.task}`: the candidate's items are not a prefix of the "
+                         "seeded run order; the run directory mixes two schedules.")
+    looks = [min(k, paired.n) for k in range(chunk, paired.n + chunk, chunk)]
+    result = stats.sequential_decision(paired.baseline[ran], paired.candidate[ran],
+                                       looks=sorted(set(looks)), margin=margin, alpha=alpha)
+    last = result.looks[-1]
+    return SequentialSummary(
+        decision=result.decision, items_used=result.items_used, n_items=n_items, chunk=chunk,
+        looks=len(result.looks), alpha=alpha, threshold=result.threshold,
+        log_evalue_regression=last.log_evalue_regression,
+        log_evalue_noninferiority=last.log_evalue_noninferiority)
+
+
+def first_items(paired: PairedTask, order: np.ndarray, k: int) -> PairedTask:
+    """The paired items among the first k of the run order (what a decision at k saw)."""
+    if k >= paired.n:
+        return paired
+    position = {int(doc): i for i, doc in enumerate(order)}
+    keep = [i for i in range(paired.n) if position[paired.doc_ids[i]] < k]
+    return replace(paired, doc_ids=tuple(paired.doc_ids[i] for i in keep),
+                   baseline=paired.baseline[keep], candidate=paired.candidate[keep],
+                   baseline_records=tuple(paired.baseline_records[i] for i in keep)
+                   if paired.baseline_records else (),
+                   candidate_records=tuple(paired.candidate_records[i] for i in keep)
+                   if paired.candidate_records else ())
