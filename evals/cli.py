@@ -1,4 +1,4 @@
-"""Command line: `python -m evals {ab,compare,report,plan,check-engine-args}`.
+"""Command line: `python -m evals {ab,compare,report,plan,doctor,check-engine-args,record,runs,pin,history}`.
 
 Exit codes: 0 pass, 1 regression, 2 bad input or usage, 3 inconclusive, 4 a run failed.
 Errors are one sentence on stderr; a traceback only with --debug.
@@ -7,7 +7,9 @@ Errors are one sentence on stderr; a traceback only with --debug.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import traceback
 from pathlib import Path
 
 from evals.errors import ExitCode, RunFailed, UserError
@@ -41,7 +43,22 @@ def build_parser() -> argparse.ArgumentParser:
     ab.add_argument("config", nargs="?", default=DEFAULT_CONFIG,
                     help=f"config YAML (default: {DEFAULT_CONFIG})")
     ab.add_argument("--reports", default=None, help="reports directory (default: reports/)")
-    ab.add_argument("--fresh", action="store_true", help="rerun arms even if finished")
+    ab.add_argument("--fresh", action="store_true",
+                    help="rerun arms even if finished, and reuse nothing from the run store")
+    ab.add_argument("--store", help="run store directory (default: $EVALS_STORE, else "
+                    "<reports>/store/)")
+    ab.add_argument("--allow-undeclared-diff", action="store_true",
+                    help="run although the config audit found differences between the arms "
+                    "that `intended_change` does not declare (recorded in the report)")
+
+    dft = sub.add_parser("drift", help="rerun a deployment's arm and compare it with its "
+                         "pinned golden run; EWMA chart over the drift runs")
+    dft.add_argument("config")
+    dft.add_argument("--reports", default=None, help="reports directory (default: reports/)")
+    dft.add_argument("--store", help="run store directory (default: $EVALS_STORE, else "
+                     "<reports>/store/)")
+    dft.add_argument("--run-id", help="name of the drift run (default: <config>-<hash>-drift-"
+                     "<UTC date>; rerunning the same id resumes it)")
 
     cmp_ = sub.add_parser("compare", help="analyse two existing lm-eval --log_samples dirs")
     cmp_.add_argument("baseline_dir")
@@ -65,10 +82,61 @@ def build_parser() -> argparse.ArgumentParser:
     pln.add_argument("--alpha", type=float, default=0.05)
     pln.add_argument("--power", type=float, default=0.8)
 
+    doc = sub.add_parser("doctor", help="preflight file checks of a model directory or of "
+                         "both arms' models in a config (no engine)")
+    doc.add_argument("target", nargs="?", default=DEFAULT_CONFIG, metavar="MODEL_OR_CONFIG",
+                     help=f"model directory or config YAML (default: {DEFAULT_CONFIG})")
+
     chk = sub.add_parser("check-engine-args",
                          help="validate configs' engine arguments with vLLM's own parser")
     chk.add_argument("configs", nargs="+")
+
+    store_help = "run store directory (default: $EVALS_STORE, else reports/store/)"
+    rec = sub.add_parser("record", help="record a finished run directory into the run store")
+    rec.add_argument("run_dir")
+    rec.add_argument("--deployment", help="what the run tracks over time (default: config name)")
+    rec.add_argument("--kind", help="kind of run (default: the summary's, e.g. ab)")
+    rec.add_argument("--store", help=store_help)
+
+    runs = sub.add_parser("runs", help="list the recorded runs, newest first")
+    runs.add_argument("--limit", type=int, default=20)
+    runs.add_argument("--deployment")
+    runs.add_argument("--store", help=store_help)
+
+    pin = sub.add_parser("pin", help="mark a recorded run as its deployment's golden run")
+    pin.add_argument("run_id")
+    pin.add_argument("--deployment", required=True)
+    pin.add_argument("--store", help=store_help)
+
+    hist = sub.add_parser("history", help="write the trend page of the recorded runs")
+    hist.add_argument("--deployment", help="one deployment (default: all)")
+    hist.add_argument("--out", help="output file (default: history.html next to the store "
+                      "directory, i.e. reports/history.html)")
+    hist.add_argument("--store", help=store_help)
     return parser
+
+
+def _store(args: argparse.Namespace):
+    from evals.store import RunStore
+
+    return RunStore(Path(args.store) if args.store else None)
+
+
+def _print_runs(store, entries) -> None:
+    if not entries:
+        print(f"no runs recorded in {store.root}")
+        return
+    rows = [("run", "date (UTC)", "kind", "config", "deployment", "verdict")]
+    for e in entries:
+        verdict = (e.verdict or "?") + (" (golden)" if e.golden else "")
+        rows.append((e.run_id, e.created[:16].replace("T", " "), e.kind, e.config_name or "-",
+                     e.deployment, "BROKEN" if e.problem else verdict))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    for e in entries:
+        if e.problem:
+            print(f"broken: {e.problem}", file=sys.stderr)
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -79,7 +147,16 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         config = load_config(args.config)
         code, _ = run_ab(config, Path(args.reports) if args.reports else DEFAULT_REPORTS,
-                         fresh=args.fresh)
+                         fresh=args.fresh, store_root=Path(args.store) if args.store else None,
+                         allow_undeclared=args.allow_undeclared_diff)
+        return int(code)
+    if args.command == "drift":
+        from evals.comparison import DEFAULT_REPORTS, run_drift
+
+        config = load_config(args.config)
+        code, _ = run_drift(config, Path(args.reports) if args.reports else DEFAULT_REPORTS,
+                            store_root=Path(args.store) if args.store else None,
+                            run_id=args.run_id)
         return int(code)
     if args.command == "compare":
         from evals.comparison import DEFAULT_REPORTS, run_compare
@@ -106,6 +183,13 @@ def _dispatch(args: argparse.Namespace) -> int:
                          drop=args.drop, margin=args.margin, items=args.items):
             print(line)
         return 0
+    if args.command == "doctor":
+        from evals.doctor import diagnose_path
+
+        report = diagnose_path(args.target)
+        for line in report.lines():
+            print(line)
+        return int(ExitCode.BAD_INPUT) if report.has_errors else 0
     if args.command == "check-engine-args":
         from evals.runner.engine_args import check_config_engine_args
 
@@ -114,11 +198,41 @@ def _dispatch(args: argparse.Namespace) -> int:
             for line in check_config_engine_args(config):
                 print(line)
         return 0
+    if args.command == "record":
+        stored = _store(args).record_run(Path(args.run_dir), kind=args.kind,
+                                         deployment=args.deployment)
+        print(f"recorded {stored.run_id} (deployment {stored.entry.deployment}) in "
+              f"{stored.directory}")
+        return 0
+    if args.command == "runs":
+        if args.limit < 1:
+            raise UserError(f"--limit must be 1 or more, got {args.limit}.")
+        store = _store(args)
+        _print_runs(store, store.list_runs(limit=args.limit, deployment=args.deployment,
+                                           verify=True))
+        return 0
+    if args.command == "pin":
+        entry = _store(args).pin(args.run_id, args.deployment)
+        print(f"pinned {entry.run_id} as the golden run of {entry.deployment}")
+        return 0
+    if args.command == "history":
+        from evals.report.trend import DEFAULT_TREND_FILE, write_trend
+
+        store = _store(args)
+        out = Path(args.out) if args.out else store.root.parent / DEFAULT_TREND_FILE
+        print(f"history: {write_trend(store, args.deployment, out)}")
+        return 0
     raise UserError(f"unknown command {args.command!r}.")
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # `kill` (SIGTERM) stops a run like Ctrl-C: workers and servers are stopped, work is kept
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         return _dispatch(args)
     except UserError as exc:
@@ -133,4 +247,11 @@ def main(argv: list[str] | None = None) -> int:
         return int(ExitCode.RUN_FAILED)
     except KeyboardInterrupt:
         print("interrupted; finished tasks are kept and a rerun resumes", file=sys.stderr)
+        return int(ExitCode.RUN_FAILED)
+    except Exception:  # a bug of the suite: never exit 1, which means REGRESSION
+        if args.debug:
+            raise
+        traceback.print_exc()
+        print("internal error (a bug in the suite; the traceback above helps its report); "
+              "finished tasks are kept and a rerun resumes", file=sys.stderr)
         return int(ExitCode.RUN_FAILED)

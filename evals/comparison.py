@@ -9,12 +9,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from dataclasses import replace
 from pathlib import Path
 
-from evals.analysis import TaskAnalysis, analyse_task, noise_floor
+from evals.analysis import TaskAnalysis, analyse_task, noise_floor, task_rng
 from evals.arm_spec import ArmSpec, package_versions
+from evals.audit import run_audit
+from evals.doctor import diagnose_config
+from evals.cache_stress import WARM_SUFFIX, WarmColdCheck, describe, warm_vs_cold
+from evals.drift import KIND as DRIFT_KIND
+from evals.drift import (apply_chart, chart_tasks, deployment_name, drift_run_id,
+                         golden_arm_dir, history_points, summary_extras)
+from evals.reuse import reuse_finished_tasks
 from evals.config import (DEFAULT_TASKS_DIR, REPO_ROOT, ABConfig, GateConfig, TaskSpec,
                           check_local_models)
 from evals.errors import ExitCode, UserError
@@ -25,11 +33,13 @@ from evals.runner.layout import ArmLayout
 from evals.samples import ArmSamples, read_output_dir
 from evals.sequential_plan import (first_items, item_order, look_alpha,
                                    sequential_for_task)
+from evals.speed import compare_speed
 from evals.table import render_table
-from evals.verdict import decide
+from evals.verdict import apply_speed_gate, decide
 
 ARMS = ("baseline", "candidate")
 RERUN = "baseline_rerun"  # the baseline's second run, for the A/A noise floor
+WARM = "_warm"  # samples[<arm>_warm]: a cache-stress arm's warm pass
 DEFAULT_REPORTS = REPO_ROOT / "reports"
 PREFERRED_METRICS = ("acc", "exact_match", "acc_norm")
 
@@ -49,7 +59,12 @@ def arm_specs(config: ABConfig, run_dir: Path) -> dict[str, ArmSpec]:
             arm=name, model=config.arm_model(name), engine=dict(arm.engine), env=dict(arm.env),
             tasks=tuple(t.name for t in config.tasks), limit=config.limit,
             num_fewshot=config.num_fewshot, seed=config.seed, include_paths=tuple(include),
-            output_dir=str(run_dir / "arms" / name), versions=versions).with_fingerprint()
+            output_dir=str(run_dir / "arms" / name), versions=versions, mode=arm.mode,
+            serving={"concurrency": arm.concurrency, "base_url": arm.base_url,
+                     "api_key_env": arm.api_key_env,
+                     "served_model_name": arm.served_model_name},
+            cache_stress=arm.cache_stress, lora_adapter=arm.lora_adapter,
+            structured_output=arm.structured_output).with_fingerprint()
     if config.sequential:
         gated = sum(1 for t in config.tasks if t.gate)
         plan = {"chunk": config.sequential.chunk, "margin": config.gate.margin,
@@ -66,16 +81,17 @@ def arm_specs(config: ABConfig, run_dir: Path) -> dict[str, ArmSpec]:
 
 
 def _arm_identity(spec: ArmSpec) -> tuple:
-    return (spec.model_hash, json.dumps(spec.engine, sort_keys=True),
-            json.dumps(spec.env, sort_keys=True))
+    return (spec.model_hash, spec.adapter_hash, spec.mode,
+            json.dumps(spec.structured_output, sort_keys=True),
+            json.dumps(spec.engine, sort_keys=True), json.dumps(spec.env, sort_keys=True))
 
 
 def check_arms_differ(config: ABConfig, specs: dict[str, ArmSpec]) -> None:
     same = _arm_identity(specs["baseline"]) == _arm_identity(specs["candidate"])
     if same and not config.expect_identical_arms:
         raise UserError(f"{config.source}: arms.baseline and arms.candidate are identical (same "
-                        "model, engine and env); set `expect_identical_arms: true` for an A/A "
-                        "check, or change the candidate.")
+                        "model, adapter, mode, engine and env); set `expect_identical_arms: "
+                        "true` for an A/A check, or change the candidate.")
     if not same and config.expect_identical_arms:
         raise UserError(f"{config.source}: `expect_identical_arms: true`, but the arms differ "
                         "in model, engine or env.")
@@ -84,8 +100,9 @@ def check_arms_differ(config: ABConfig, specs: dict[str, ArmSpec]) -> None:
 def check_effective_configs(config: ABConfig, manifests: dict[str, dict]) -> None:
     effective = [manifests[a].get("effective_engine_config") for a in ARMS]
     models = [manifests[a].get("model_hash") for a in ARMS]
-    if config.expect_identical_arms or None in effective:
-        return
+    if config.expect_identical_arms or None in effective or \
+            config.arm("baseline").engine == config.arm("candidate").engine:
+        return  # only a requested engine difference can be swallowed by vLLM
     if effective[0] == effective[1] and models[0] == models[1] and \
             config.arms.baseline.env == config.arms.candidate.env:
         raise UserError(f"{config.source}: the arms ask for different engine arguments, but vLLM "
@@ -93,18 +110,41 @@ def check_effective_configs(config: ABConfig, manifests: dict[str, dict]) -> Non
                         "difference); the comparison would test nothing.")
 
 
-def run_ab(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, fresh: bool = False,
-           echo=print) -> tuple[ExitCode, Path]:
-    check_local_models(config)
-    run_dir = Path(reports_dir) / run_id_for(config)
-    specs = arm_specs(config, run_dir)
-    check_arms_differ(config, specs)
-    if fresh:
-        for spec in specs.values():
-            for marker in ArmLayout(Path(spec.output_dir)).tasks_dir.glob("*.json"):
-                marker.unlink()
-    echo(f"[evals] run {run_dir.name}: {len(config.tasks)} task(s), arms run one at a time")
-    started = time.time()
+def open_store(reports_dir: Path, store_root: Path | None = None):
+    """The run store: --store, else $EVALS_STORE, else <reports>/store."""
+    from evals.store import ENV_VAR, RunStore
+
+    if store_root is None and not os.environ.get(ENV_VAR):
+        store_root = Path(reports_dir) / "store"
+    return RunStore(store_root)
+
+
+def record_in_store(store, run_dir: Path, *, kind: str, deployment: str | None,
+                    echo=print) -> None:
+    """Finished work is never lost to a broken store: a store problem is a warning."""
+    try:
+        stored = store.record_run(run_dir, kind=kind, deployment=deployment)
+        echo(f"[evals] recorded as {stored.run_id} in {store.root}")
+    except UserError as exc:
+        echo(f"warning: the run was not recorded in the run store: {exc}")
+
+
+def _reuse(specs: dict[str, ArmSpec], store, echo) -> dict[str, dict[str, str]]:
+    reused: dict[str, dict[str, str]] = {}
+    for name, spec in specs.items():
+        try:
+            found = reuse_finished_tasks(spec, store.find_task_result)
+        except UserError as exc:
+            echo(f"warning: stored results not reused: {exc}")
+            return reused
+        if found:
+            reused[name] = found
+            for task, source in found.items():
+                echo(f"[evals] {name}: {task} reused from {source} (same content key)")
+    return reused
+
+
+def _run_arms(config: ABConfig, specs: dict[str, ArmSpec], echo) -> tuple[dict, dict]:
     layouts = {}
     for name in specs:
         try:
@@ -114,19 +154,110 @@ def run_ab(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, fresh: bool = 
     manifests = {name: layouts[name].read_manifest() for name in specs}
     for name in specs:
         manifests[name]["tasks"] = {t: layouts[name].task_record(t) for t in specs[name].tasks}
+    return layouts, manifests
+
+
+def _speed_records(layouts: dict[str, ArmLayout], specs: dict[str, ArmSpec]) -> dict:
+    return {name: {t: json.loads(layouts[name].speed_file(t).read_text(encoding="utf-8"))
+                   for t in specs[name].tasks if layouts[name].speed_file(t).exists()}
+            for name in layouts}
+
+
+def preflight(config: ABConfig, specs: dict[str, ArmSpec] | None, *,
+              allow_undeclared: bool = False, echo=print) -> dict:
+    """Before any arm runs: the model doctor, then (for two arms) the config audit. Either
+    stops the run with a UserError; what they found goes into the summary."""
+    report = diagnose_config(config)
+    for line in report.lines():
+        echo(line)
+    report.check()
+    result = {"doctor": report.to_dict(), "warnings": report.warning_lines()}
+    if specs is not None:
+        audit = run_audit(config, specs, allow_undeclared=allow_undeclared)
+        echo(audit.message())
+        audit.check()
+        result["audit"] = audit.to_dict()
+        result["warnings"] += audit.warning_lines()
+    return result
+
+
+def run_ab(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, fresh: bool = False,
+           echo=print, store_root: Path | None = None,
+           allow_undeclared: bool = False) -> tuple[ExitCode, Path]:
+    check_local_models(config)
+    run_dir = Path(reports_dir) / run_id_for(config)
+    specs = arm_specs(config, run_dir)
+    check_arms_differ(config, specs)
+    checks = preflight(config, specs, allow_undeclared=allow_undeclared, echo=echo)
+    store = open_store(reports_dir, store_root)
+    if fresh:
+        for spec in specs.values():
+            for marker in ArmLayout(Path(spec.output_dir)).tasks_dir.glob("*.json"):
+                marker.unlink()
+    else:
+        _reuse(specs, store, echo)
+    echo(f"[evals] run {run_dir.name}: {len(config.tasks)} task(s), arms run one at a time")
+    started = time.time()
+    layouts, manifests = _run_arms(config, specs, echo)
     check_effective_configs(config, manifests)
     tasks = [t.name for t in config.tasks]
     samples = {name: read_output_dir(layouts[name].lm_eval_dir, tasks) for name in specs}
+    for name in ARMS:
+        if specs[name].cache_stress:
+            samples[name + WARM] = read_output_dir(layouts[name].warm_layout().lm_eval_dir, tasks)
     echo(f"[evals] both arms finished in {time.time() - started:.0f} s; analysing")
     sequential = None
     if config.sequential:
         sequential = {"chunk": specs["candidate"].sequential["chunk"],
                       "alpha": specs["candidate"].sequential["alpha"],
                       "n_items": {t: manifests["candidate"]["tasks"][t]["n_items"] for t in tasks}}
-    return finish(kind="ab", run_dir=run_dir, tasks=list(config.tasks), gate=config.gate,
+    code = finish(kind="ab", run_dir=run_dir, tasks=list(config.tasks), gate=config.gate,
                   seed=config.seed, config_dump=json.loads(config.model_dump_json()),
                   samples=samples, manifests=manifests, echo=echo,
-                  sequential=sequential), run_dir
+                  sequential=sequential, speed=_speed_records(layouts, specs), preflight=checks)
+    record_in_store(store, run_dir, kind="ab", deployment=deployment_name(config), echo=echo)
+    return code, run_dir
+
+
+def run_drift(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, echo=print,
+              store_root: Path | None = None, run_id: str | None = None) -> tuple[ExitCode, Path]:
+    """Reruns the deployment arm and compares it with the golden run (see evals.drift)."""
+    check_local_models(config)
+    store = open_store(reports_dir, store_root)
+    deployment = deployment_name(config)
+    golden = store.golden(deployment)
+    if golden is None:
+        raise UserError(f"{config.source}: deployment `{deployment}` has no golden run in "
+                        f"{store.root}; run `python -m evals ab {config.source}` (or a drift run) "
+                        f"and pin it: `python -m evals pin RUN_ID --deployment {deployment}`.")
+    checks = preflight(config, None, echo=echo)
+    arm = config.drift.arm
+    golden_dir = golden_arm_dir(golden.source_dir, arm, deployment)
+    run_dir = Path(reports_dir) / (run_id or drift_run_id(run_id_for(config)))
+    spec = replace(arm_specs(config, run_dir)[arm], arm="candidate",
+                   output_dir=str(run_dir / "arms" / "candidate"), sequential=None)
+    echo(f"[evals] drift run {run_dir.name}: deployment {deployment}, arm `{arm}` again vs "
+         f"golden run {golden.run_id}")
+    specs = {"candidate": spec}
+    layouts, manifests = _run_arms(config, specs, echo)
+    tasks = [t.name for t in config.tasks]
+    golden_samples = read_output_dir(golden_dir, tasks)
+    samples = {"baseline": golden_samples,
+               "candidate": read_output_dir(layouts["candidate"].lm_eval_dir, tasks)}
+    manifests["baseline"] = {"source": str(golden_dir), "golden_run": golden.run_id}
+    history = history_points(store, deployment, tasks, exclude=run_dir.name)
+
+    def chart(analyses, verdict):
+        charts = chart_tasks(analyses, history, lam=config.drift.lam, L=config.drift.L)
+        return apply_chart(verdict, charts), summary_extras(deployment, golden.run_id, arm,
+                                                            charts)
+
+    code = finish(kind=DRIFT_KIND, run_dir=run_dir, tasks=list(config.tasks), gate=config.gate,
+                  seed=config.seed, config_dump=json.loads(config.model_dump_json()),
+                  samples=samples, manifests=manifests, echo=echo, post_decide=chart,
+                  preflight=checks)
+    record_in_store(store, run_dir, kind=DRIFT_KIND, deployment=deployment, echo=echo)
+    return code, run_dir
 
 
 def _default_metric(samples: ArmSamples, task: str) -> str:
@@ -169,10 +300,15 @@ def run_compare(dir_a: Path, dir_b: Path, *, gate: GateConfig, seed: int = 1234,
 
 def finish(*, kind: str, run_dir: Path, tasks: list[TaskSpec], gate: GateConfig, seed: int,
            config_dump: dict, samples: dict[str, ArmSamples], manifests: dict[str, dict],
-           echo=print, sequential: dict | None = None) -> ExitCode:
+           echo=print, sequential: dict | None = None,
+           speed: dict[str, dict] | None = None, post_decide=None,
+           preflight: dict | None = None) -> ExitCode:
+    """`post_decide(analyses, verdict) -> (verdict, extra summary keys)`: a last say on the
+    verdict (drift: the control chart)."""
     paired: list[PairedTask] = []
     analyses: list[TaskAnalysis] = []
-    warnings: list[str] = []
+    warnings: list[str] = list((preflight or {}).get("warnings", []))
+    cache_checks: list[WarmColdCheck] = []
     for spec in tasks:
         p = pair_task(samples["baseline"], samples["candidate"], spec.name, spec.metric,
                       spec.filter, baseline_superset=sequential is not None)
@@ -193,16 +329,47 @@ def finish(*, kind: str, run_dir: Path, tasks: list[TaskSpec], gate: GateConfig,
         analyses.append(analyse_task(p, gated=spec.gate, alpha=gate.alpha, margin=gate.margin,
                                      seed=seed, n_resamples=gate.bootstrap_resamples,
                                      noise=noise, sequential=looks))
+        for arm in ARMS:
+            if arm + WARM not in samples:
+                continue
+            cold_warm = pair_task(samples[arm], samples[arm + WARM], spec.name, spec.metric,
+                                  p.filter)
+            check = warm_vs_cold(arm, cold_warm)
+            cache_checks.append(check)
+            if check.outputs_changed:
+                warnings.append(describe(check))
+            if arm == "candidate":
+                warm = pair_task(samples["baseline"], samples[arm + WARM], spec.name,
+                                 spec.metric, p.filter)
+                warm = replace(warm, task=spec.name + WARM_SUFFIX)
+                paired.append(warm)
+                analyses.append(analyse_task(
+                    warm, gated=spec.gate, alpha=gate.alpha, margin=gate.margin, seed=seed,
+                    n_resamples=gate.bootstrap_resamples))
         hb = samples["baseline"].task_hashes.get(spec.name)
         hc = samples["candidate"].task_hashes.get(spec.name)
         if hb and hc and hb != hc:
             warnings.append(f"task {spec.name}: lm-eval task hashes differ between arms "
                             f"({hb[:12]} vs {hc[:12]})")
     verdict = decide(analyses, alpha=gate.alpha, margin=gate.margin, correction=gate.correction)
+    speedup = None
+    if speed:
+        speedup = compare_speed(
+            speed.get("baseline", {}), speed.get("candidate", {}),
+            spec_decode={a: manifests.get(a, {}).get("spec_decode") for a in ARMS},
+            rng=task_rng(seed, "speed"), confidence=1 - 2 * gate.alpha,
+            min_speedup=gate.min_speedup)
+        verdict = apply_speed_gate(verdict, speedup)
+    extras: dict = {}
+    if post_decide is not None:
+        verdict, extras = post_decide(analyses, verdict)
     summary = build_summary(
         kind=kind, run_id=run_dir.name, config=config_dump, analyses=analyses, verdict=verdict,
         arms=manifests, sources={name: s.source for name, s in samples.items()},
-        warnings=warnings)
+        warnings=warnings, speed=speedup, cache_stress=cache_checks)
+    summary.update(extras)
+    if preflight:
+        summary["preflight"] = {k: v for k, v in preflight.items() if k != "warnings"}
     write_run(run_dir, summary, paired)
     from evals.report import write_reports  # rendering is the last step of the flow
     written = write_reports(run_dir)

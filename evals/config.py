@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, field_validator,
+                      model_validator)
 
 from evals.errors import UserError
 
@@ -39,6 +40,41 @@ class ArmConfig(_Strict):
                                    description="vLLM engine keyword arguments, verbatim")
     model: str | None = Field(None, description="override of the top-level model")
     env: dict[str, str] = Field(default_factory=dict, description="environment for the arm")
+    mode: Literal["offline", "server", "endpoint", "hf"] = Field(
+        "offline", description="offline: vLLM's LLM in-process; server: `vllm serve` on a "
+        "loopback port, lm-eval's completions backend against it; endpoint: an already-running "
+        "OpenAI-compatible server at base_url; hf: lm-eval's Transformers backend")
+    base_url: str | None = Field(None, description="endpoint mode: the server's URL, e.g. "
+                                 "http://127.0.0.1:8080/v1")
+    api_key_env: str | None = Field(None, description="endpoint mode: name of the environment "
+                                    "variable holding the API key (the key is never stored)")
+    served_model_name: str | None = Field(None, description="endpoint mode: the model name the "
+                                          "server expects in requests; default: `model`")
+    concurrency: int = Field(8, ge=1, description="server/endpoint: concurrent requests")
+    structured_output: dict[str, Any] | None = Field(
+        None, description="structured output (guided decoding) on every generation request: "
+        "vLLM's StructuredOutputsParams fields, e.g. {choice: [...]}, {regex: ...}, {json: schema}")
+    lora_adapter: str | None = Field(
+        None, description="a PEFT LoRA adapter directory served unmerged on the arm's model "
+        "(vLLM LoRA: offline or server mode), e.g. against a merged checkpoint in the other arm")
+    cache_stress: bool = Field(False, description="run the items twice in one engine: cold, "
+                               "then warm in another order; warm vs cold is reported")
+
+    @model_validator(mode="after")
+    def _mode_fits(self) -> ArmConfig:
+        if self.mode == "endpoint" and not self.base_url:
+            raise ValueError("mode `endpoint` needs `base_url`")
+        if self.mode != "endpoint" and (self.base_url or self.api_key_env
+                                        or self.served_model_name):
+            raise ValueError("`base_url`, `api_key_env` and `served_model_name` are for mode "
+                             "`endpoint` only")
+        if self.mode == "endpoint" and self.engine:
+            raise ValueError("an endpoint arm runs no engine; `engine` must be empty")
+        if self.structured_output is not None and self.mode == "hf":
+            raise ValueError("`structured_output` needs a vLLM arm (offline, server or endpoint)")
+        if self.lora_adapter and self.mode not in ("offline", "server"):
+            raise ValueError("`lora_adapter` needs mode `offline` or `server` (vLLM serves it)")
+        return self
 
     @field_validator("env", mode="before")
     @classmethod
@@ -59,6 +95,9 @@ class GateConfig(_Strict):
                           description="non-inferiority margin in accuracy units (0.02 = 2 points)")
     correction: Literal["holm", "none"] = "holm"
     bootstrap_resamples: int = Field(10_000, ge=100)
+    min_speedup: float | None = Field(
+        None, gt=0, description="required candidate speedup (mean time per output token, "
+        "baseline / candidate): missed when its interval lies below, undecided when it straddles")
 
 
 class SequentialConfig(_Strict):
@@ -66,6 +105,17 @@ class SequentialConfig(_Strict):
     once a regression is established or non-inferiority is shown (see evals.sequential_plan)."""
 
     chunk: int = Field(100, ge=10, description="items per look")
+
+
+class DriftSettings(_Strict):
+    """`nox -s drift`: which arm is the deployment, and the control chart over weekly runs."""
+
+    deployment: str | None = Field(None, description="name the runs are tracked under; "
+                                   "default: the config's name")
+    arm: Literal["baseline", "candidate"] = Field(
+        "candidate", description="the arm that is the deployment (rerun by each drift run)")
+    lam: float = Field(0.2, gt=0, le=1, description="EWMA weight of the newest run")
+    L: float = Field(2.7, gt=0, description="control-limit width in standard errors")
 
 
 class ABConfig(_Strict):
@@ -86,11 +136,13 @@ class ABConfig(_Strict):
         None, description="early stop over interim looks; needs 0/1 metrics")
     arms: Arms
     intended_change: list[str] | None = Field(
-        None, description="what the arms are meant to differ in: vLLM engine-argument names, plus "
-        "`model` and `env` for the arm model and environment. Before any arm runs, both arms' "
-        "effective engine configs are resolved and compared; a difference in anything not listed "
-        "stops the run. null: every engine argument the arms set differently is intended")
+        None, description="what the arms are meant to differ in: vLLM engine-argument names, "
+        "plus `model`, `env` and `mode` for the arm's model, environment and mode. Before any arm "
+        "runs, both arms' effective engine configs are resolved and compared; a difference in "
+        "anything not listed stops the run. null: every engine argument the arms set differently "
+        "is intended")
     gate: GateConfig = GateConfig()
+    drift: DriftSettings = DriftSettings()
     description: str = ""
     source: str = Field("", exclude=True, description="the file this was loaded from")
 
@@ -143,6 +195,8 @@ def _format_error(path: Path, error: dict) -> str:
         return f"{path}: unknown key `{loc}`."
     if kind == "missing":
         return f"{path}: missing required key `{loc}`."
+    if kind == "value_error":  # our own validators: the message says it all
+        return f"{path}: `{loc}`: {error['msg'].removeprefix('Value error, ')}."
     return f"{path}: `{loc}`: {error['msg']} (got {error.get('input')!r})."
 
 
@@ -168,6 +222,9 @@ def parse_config(data: dict, source: Path) -> ABConfig:
         first = _format_error(source, errors[0])
         more = f" ({len(errors) - 1} more problem(s) in the same file)" if len(errors) > 1 else ""
         raise UserError(first + more) from None
+    if config.sequential and any(config.arm(a).cache_stress for a in ("baseline", "candidate")):
+        raise UserError(f"{source}: `sequential` and an arm's `cache_stress` cannot be combined "
+                        "(the warm pass needs the full item set).")
     names = [t.name for t in config.tasks]
     if len(set(names)) != len(names):
         dup = next(n for n in names if names.count(n) > 1)
@@ -184,8 +241,10 @@ def load_config(path: str | Path) -> ABConfig:
     arms = {}
     for name in ("baseline", "candidate"):
         arm = config.arm(name)
-        arms[name] = arm.model_copy(
-            update={"model": _resolve_model(arm.model, path.parent) if arm.model else None})
+        arms[name] = arm.model_copy(update={
+            "model": _resolve_model(arm.model, path.parent) if arm.model else None,
+            "lora_adapter": (_resolve_model(arm.lora_adapter, path.parent)
+                             if arm.lora_adapter else None)})
     updates["arms"] = Arms(**arms)
     if config.include_path:
         updates["include_path"] = str((path.parent / config.include_path).resolve())
@@ -200,3 +259,7 @@ def check_local_models(config: ABConfig) -> None:
         looks_local = model.startswith(("/", ".", "~")) or model.count("/") > 1
         if looks_local and not Path(model).exists():
             raise UserError(f"{config.source}: model path `{model}` (arm {name}) does not exist.")
+        adapter = config.arm(name).lora_adapter
+        if adapter and not (Path(adapter) / "adapter_config.json").is_file():
+            raise UserError(f"{config.source}: arms.{name}.lora_adapter `{adapter}` is not a "
+                            "PEFT adapter directory (no adapter_config.json).")

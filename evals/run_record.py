@@ -42,7 +42,7 @@ def _plain(obj):
 
 def build_summary(*, kind: str, run_id: str, config: dict, analyses: list[TaskAnalysis],
                   verdict: RunVerdict, arms: dict[str, dict], sources: dict[str, str],
-                  warnings: list[str]) -> dict:
+                  warnings: list[str], speed=None, cache_stress=()) -> dict:
     by_task = {t.task: t for t in verdict.tasks}
     tasks = []
     for a in analyses:
@@ -67,6 +67,8 @@ def build_summary(*, kind: str, run_id: str, config: dict, analyses: list[TaskAn
         "sources": sources,
         "config": config,
         "warnings": warnings,
+        "speed": _plain(speed),
+        "cache_stress": [dict(_plain(c), disagreement=c.disagreement) for c in cache_stress],
     }
 
 

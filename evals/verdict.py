@@ -22,7 +22,7 @@ adjusted with Benjamini-Hochberg among themselves (screening many subtasks).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 import numpy as np
@@ -170,3 +170,21 @@ def decide(analyses: list[TaskAnalysis], *, alpha: float, margin: float,
     else:
         overall, reason = Verdict.PASS, "every gated task is non-inferior at the margin"
     return RunVerdict(overall, tuple(task_verdicts), alpha, margin, correction, reason)
+
+
+def apply_speed_gate(verdict: RunVerdict, speed) -> RunVerdict:
+    """A config's `min_speedup`: a missed minimum fails the run (exit 1, like a regression);
+    an interval that straddles it turns a PASS into INCONCLUSIVE."""
+    if speed is None or speed.gate in (None, "met"):
+        return verdict
+    shown = (f"speedup x{speed.tpot_speedup:.2f} [{speed.ci_low:.2f}, {speed.ci_high:.2f}]"
+             if speed.tpot_speedup is not None else "no speedup measured")
+    if speed.gate == "missed":
+        return replace(verdict, verdict=Verdict.REGRESSION,
+                       reason=f"{verdict.reason}; {shown} is below the required "
+                              f"x{speed.min_speedup:g}")
+    if verdict.verdict is Verdict.PASS:
+        return replace(verdict, verdict=Verdict.INCONCLUSIVE,
+                       reason=f"{verdict.reason}, but {shown} cannot show the required "
+                              f"x{speed.min_speedup:g}")
+    return verdict

@@ -9,6 +9,7 @@ from evals.report._flip_analysis import TaskFlips, task_flips
 from evals.report._flipped_items import FlippedItems, flipped_items
 from evals.report._forest_plot import ForestPlot, forest_plot
 from evals.report._method import MethodSection, method_section
+from evals.report._speed import SpeedSection, speed_section
 from evals.report._summary_rows import Banner, TaskRow, banner, task_rows
 
 
@@ -20,6 +21,7 @@ class ReportPage:
     forest: ForestPlot
     flips: tuple[TaskFlips, ...]
     items: FlippedItems
+    speed: SpeedSection | None
     arms: ArmsSection
     method: MethodSection
 
@@ -32,4 +34,4 @@ def build_page(summary: dict, rows: list[dict], max_flipped_items: int,
         banner=top, rows=task_rows(summary), forest=forest_plot(summary),
         flips=task_flips(summary),
         items=flipped_items(summary, rows, max_flipped_items, items_file_found),
-        arms=arms_section(summary), method=method_section(summary))
+        speed=speed_section(summary), arms=arms_section(summary), method=method_section(summary))

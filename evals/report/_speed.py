@@ -1,9 +1,8 @@
-"""Throughput of the two arms, from the per-task records in their manifests.
+"""Speed beside accuracy: the view-model of the banner's speed line and the speed section.
 
-Only A/B runs measure time (compare runs start from finished lm-eval output). The
-measure is generated tokens per second when both arms generated tokens, else scored
-items per second (loglikelihood-only tasks generate nothing). Only tasks timed in
-both arms count, so a task reused from a cache in one arm cannot skew the ratio.
+A/B runs store `summary["speed"]` (evals.speed: per-request latencies and the TPOT
+speedup with its interval). Runs without it (compare runs, old summaries) fall back to
+the throughput measured from the arms' per-task wall times, or to "not measured".
 """
 
 from __future__ import annotations
@@ -15,16 +14,73 @@ from evals.report import _formatting as fmt
 
 @dataclass(frozen=True, slots=True)
 class SpeedChange:
-    measure: str
-    baseline: float
-    candidate: float
-    ratio: float
-    tasks: tuple[str, ...]
+    text: str
 
-    @property
-    def text(self) -> str:
-        return (f"{fmt.ratio(self.ratio)} {self.measure} (candidate {self.candidate:,.1f} vs "
-                f"baseline {self.baseline:,.1f}, over {len(self.tasks)} task(s))")
+
+@dataclass(frozen=True, slots=True)
+class SpeedRow:
+    arm: str
+    requests: str
+    ttft: str
+    tpot: str
+    tokens_per_s: str
+    requests_per_s: str
+    acceptance: str
+
+
+@dataclass(frozen=True, slots=True)
+class SpeedSection:
+    rows: tuple[SpeedRow, ...]
+    speedup: str
+    throughput: str
+    gate: str | None
+    note: str | None
+
+
+def _ms(x) -> str:
+    return f"{float(x) * 1000:,.1f}" if fmt.finite(x) else fmt.MISSING
+
+
+def _rate(x) -> str:
+    return f"{float(x):,.1f}" if fmt.finite(x) else fmt.MISSING
+
+
+def _speedup_text(speed: dict) -> str:
+    if not fmt.finite(speed.get("tpot_speedup")):
+        return "not measured (no request produced two or more tokens in both arms)"
+    level = f"{float(speed.get('confidence', 0.9)):.0%}"
+    return (f"\u00d7{speed['tpot_speedup']:.2f} [{speed['ci_low']:.2f}, {speed['ci_high']:.2f}] "
+            f"mean time per output token, baseline / candidate ({level} bootstrap interval)")
+
+
+def _gate_text(speed: dict) -> str | None:
+    gate, minimum = speed.get("gate"), speed.get("min_speedup")
+    if gate is None:
+        return None
+    words = {"met": "met", "missed": "missed: the interval lies below it",
+             "undecided": "undecided: the interval straddles it"}
+    return f"required speedup \u00d7{minimum:g}: {words.get(gate, gate)}"
+
+
+def speed_section(summary: dict) -> SpeedSection | None:
+    speed = summary.get("speed")
+    if not isinstance(speed, dict):
+        return None
+    rows = []
+    for arm in ("baseline", "candidate"):
+        a = speed.get(arm) or {}
+        rate = a.get("acceptance_rate")
+        rows.append(SpeedRow(
+            arm=arm, requests=fmt.count(a.get("requests")),
+            ttft=f"{_ms(a.get('ttft_p50'))} / {_ms(a.get('ttft_p95'))}",
+            tpot=f"{_ms(a.get('tpot_p50'))} / {_ms(a.get('tpot_p95'))}",
+            tokens_per_s=_rate(a.get("output_tokens_per_s")),
+            requests_per_s=_rate(a.get("requests_per_s")),
+            acceptance=f"{rate:.1%}" if fmt.finite(rate) else "\u2013"))
+    ratio = speed.get("throughput_ratio")
+    return SpeedSection(rows=tuple(rows), speedup=_speedup_text(speed),
+                        throughput=fmt.ratio(ratio) if fmt.finite(ratio) else fmt.MISSING,
+                        gate=_gate_text(speed), note=speed.get("note"))
 
 
 def _task_records(arm: dict) -> dict[str, dict]:
@@ -37,32 +93,21 @@ def _number(record: dict, key: str) -> float:
     return float(value) if fmt.finite(value) else 0.0
 
 
-def _items(record: dict) -> float:
-    n_samples = record.get("n_samples")
-    if isinstance(n_samples, dict):
-        return float(sum(v for v in n_samples.values() if fmt.finite(v)))
-    return 0.0
-
-
-def speed_change(arms: dict) -> SpeedChange | None:
-    """Candidate/baseline throughput ratio, or None when the run did not time both arms."""
+def speed_change(summary: dict) -> SpeedChange | None:
+    """The banner's one line: the measured speedup, else wall-time throughput, else None."""
+    speed = summary.get("speed")
+    if isinstance(speed, dict) and fmt.finite(speed.get("tpot_speedup")):
+        return SpeedChange(text=_speedup_text(speed))
+    arms = summary.get("arms") or {}
     base, cand = _task_records(arms.get("baseline", {})), _task_records(arms.get("candidate", {}))
-    timed = tuple(sorted(t for t in set(base) & set(cand)
-                         if _number(base[t], "wall_seconds") > 0
-                         and _number(cand[t], "wall_seconds") > 0))
-    if not timed:
-        return None
-    wall_b = sum(_number(base[t], "wall_seconds") for t in timed)
-    wall_c = sum(_number(cand[t], "wall_seconds") for t in timed)
+    timed = sorted(t for t in set(base) & set(cand)
+                   if _number(base[t], "wall_seconds") > 0 and _number(cand[t], "wall_seconds") > 0)
     tokens_b = sum(_number(base[t], "generated_tokens") for t in timed)
     tokens_c = sum(_number(cand[t], "generated_tokens") for t in timed)
-    if tokens_b > 0 and tokens_c > 0:
-        measure, work_b, work_c = "generated tokens per second", tokens_b, tokens_c
-    else:
-        measure = "scored items per second"
-        work_b, work_c = sum(_items(base[t]) for t in timed), sum(_items(cand[t]) for t in timed)
-        if work_b <= 0 or work_c <= 0:
-            return None
-    rate_b, rate_c = work_b / wall_b, work_c / wall_c
-    return SpeedChange(measure=measure, baseline=rate_b, candidate=rate_c,
-                       ratio=rate_c / rate_b, tasks=timed)
+    if not timed or tokens_b <= 0 or tokens_c <= 0:
+        return None
+    rate_b = tokens_b / sum(_number(base[t], "wall_seconds") for t in timed)
+    rate_c = tokens_c / sum(_number(cand[t], "wall_seconds") for t in timed)
+    return SpeedChange(text=f"{fmt.ratio(rate_c / rate_b)} generated tokens per second "
+                            f"(candidate {rate_c:,.1f} vs baseline {rate_b:,.1f}, over "
+                            f"{len(timed)} task(s), task wall time)")

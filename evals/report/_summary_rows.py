@@ -106,5 +106,5 @@ def banner(summary: dict) -> Banner:
         if worst else fmt.MISSING,
         margin=fmt.unsigned_points(gate.get("margin")), alpha=f"{gate.get('alpha', '')}",
         correction=str(gate.get("correction", "")),
-        speed=speed_change(summary.get("arms") or {}),
+        speed=speed_change(summary),
         warnings=tuple(str(w) for w in summary.get("warnings") or ()))

@@ -18,9 +18,16 @@ _VOLATILE = ("instance_id", "hf_config", "hf_text_config", "hf_image_processor_c
              "enabled_custom_ops", "disabled_custom_ops", "pass_config")
 
 
+def _is_torch_dtype(value) -> bool:
+    # torch is not imported here: the type is recognised by name
+    return type(value).__module__ == "torch" and type(value).__name__ == "dtype"
+
+
 def _plain(value):
     if isinstance(value, enum.Enum):
         return value.name
+    if _is_torch_dtype(value):
+        return str(value).removeprefix("torch.")  # model.dtype: "bfloat16"
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     if isinstance(value, (list, tuple)) and all(
@@ -55,11 +62,15 @@ def _flatten(prefix: str, obj, out: dict, depth: int = 0) -> None:
                 _flatten(f"{prefix}.{name}", value, out, depth + 1)
 
 
-def effective_engine_config(llm) -> dict:
-    """Flat {section.field: value} of the running engine's VllmConfig."""
-    config = llm.llm_engine.vllm_config
+def flatten_vllm_config(config) -> dict:
+    """Flat {section.field: value} of a VllmConfig (a running engine's or a resolved one)."""
     out: dict = {}
     for section in _SECTIONS:
         if hasattr(config, section):
             _flatten(section.removesuffix("_config"), getattr(config, section), out)
     return dict(sorted(out.items()))
+
+
+def effective_engine_config(llm) -> dict:
+    """Flat {section.field: value} of the running engine's VllmConfig."""
+    return flatten_vllm_config(llm.llm_engine.vllm_config)

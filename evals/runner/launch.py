@@ -7,6 +7,7 @@ goes to `<arm>/worker.log`; its `[evals]` progress lines are echoed to the termi
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -42,6 +43,17 @@ def worker_env(spec: ArmSpec) -> dict[str, str]:
     return env
 
 
+def terminate_with_parent() -> None:
+    """In a child (worker, server), before exec: Linux sends it SIGTERM if its parent dies,
+    even by SIGKILL, so no engine or server outlives the run that started it (the worker
+    turns SIGTERM into a clean stop of its server)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the launcher's own cleanup still applies
+        pass
+
+
 def run_arm(spec: ArmSpec, echo=print) -> ArmLayout:
     """Runs (or resumes, or reuses) one arm. Raises RunFailed with the log's last lines."""
     layout = ArmLayout(Path(spec.output_dir))
@@ -57,7 +69,7 @@ def run_arm(spec: ArmSpec, echo=print) -> ArmLayout:
             [sys.executable, "-m", "evals.runner.worker", str(layout.spec_path)],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             env=worker_env(spec), cwd=str(REPO_ROOT), text=True, errors="replace",
-            start_new_session=True)
+            start_new_session=True, preexec_fn=terminate_with_parent)
         try:
             assert proc.stdout is not None
             for line in proc.stdout:

@@ -22,6 +22,14 @@ class ArmLayout:
         self.manifest_path = self.root / "manifest.json"
         self.log_path = self.root / "worker.log"
         self.chunks_dir = self.root / "chunks"
+        self.speed_dir = self.root / "speed"
+
+    def warm_layout(self) -> ArmLayout:
+        """Cache stress: the warm pass's own chunks/ and lm_eval/ under <arm>/warm/."""
+        return ArmLayout(self.root / "warm")
+
+    def speed_file(self, task: str) -> Path:
+        return self.speed_dir / f"{task}.json"
 
     def chunk_dir(self, task: str, index: int) -> Path:
         return self.chunks_dir / task / f"{index:04d}"

@@ -1,4 +1,5 @@
-"""Runs one arm in its own process: one vLLM engine, lm-eval tasks one after another.
+"""Runs one arm in its own process: one model (an offline vLLM engine, `vllm serve`, an
+endpoint or Transformers; see evals.runner.backends), lm-eval tasks one after another.
 
 `python -m evals.runner.worker SPEC.json`. Writes lm-eval's own output layout under
 `<arm>/lm_eval/`, a done-marker per finished task under `<arm>/tasks/` (so a rerun
@@ -9,18 +10,22 @@ vLLM actually used. Progress lines go to stdout with the prefix `[evals]`.
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 from tqdm import tqdm
 
 from evals.arm_spec import ArmSpec
-from evals.runner.effective_config import effective_engine_config
+from evals.atomic_files import write_json_atomic
+from evals.runner.backends import open_backend
 from evals.runner.launch import BAD_INPUT_PREFIX
 from evals.pairing import pair_task
 from evals.runner.chunk_merge import merge_chunk_samples
 from evals.runner.layout import ArmLayout
+from evals.runner.server import ServerFailed
 from evals.samples import read_output_dir
 from evals.sequential_plan import chunks, item_order, sequential_for_task
 
@@ -46,37 +51,6 @@ class ProgressLines(tqdm):
             print(f"[evals] {self.label}: {self.n}/{self.total} requests, "
                   f"{self.format_dict['elapsed']:.0f} s elapsed", flush=True)
         return True
-
-
-def _instrument(llm, stats: dict) -> None:
-    """Counts generated tokens and finish reasons; swaps vLLM's tqdm for progress lines."""
-    original = llm.generate
-
-    def generate(*args, **kwargs):
-        if kwargs.get("use_tqdm"):
-            kwargs["use_tqdm"] = ProgressLines
-        outputs = original(*args, **kwargs)
-        for out in outputs:
-            for completion in out.outputs:
-                stats["generated_tokens"] += len(completion.token_ids)
-                reason = str(completion.finish_reason)
-                stats["finish_reasons"][reason] = stats["finish_reasons"].get(reason, 0) + 1
-            stats["requests"] += 1
-        return outputs
-
-    llm.generate = generate
-
-
-def _spec_decode_counters(llm) -> dict:
-    """Accepted / drafted token counters from vLLM's metrics, where it reports them."""
-    counters: dict[str, float] = {}
-    try:
-        for metric in llm.get_metrics():
-            if metric.name.startswith("vllm:spec_decode") and hasattr(metric, "value"):
-                counters[metric.name] = counters.get(metric.name, 0.0) + float(metric.value)
-    except Exception:  # metrics are optional; a missing collector must not fail the arm
-        return {}
-    return counters
 
 
 def _evaluate(spec: ArmSpec, lm, manager, task: str, output_dir: Path,
@@ -138,6 +112,27 @@ def _run_chunked(spec: ArmSpec, layout: ArmLayout, lm, manager, task: str) -> di
     return record
 
 
+WARM_CHUNK = 64
+
+
+def _run_warm_pass(spec: ArmSpec, layout: ArmLayout, lm, manager, task: str) -> dict:
+    """Cache stress: the task's items again in the same engine, now with a warm cache, in
+    another seeded order and in chunks, so cached prefixes serve different neighbours."""
+    warm = layout.warm_layout()
+    n_items = _task_size(manager, task, spec.limit)
+    order = item_order(n_items, spec.seed + 1, task)
+    parts = chunks(order, WARM_CHUNK)
+    started = time.time()
+    for k, part in enumerate(parts):
+        chunk_dir = warm.chunk_dir(task, k)
+        if not warm.chunk_done(chunk_dir):
+            _evaluate(spec, lm, manager, task, chunk_dir, sorted(int(i) for i in part))
+            warm.mark_chunk_done(chunk_dir, len(part))
+    merge_chunk_samples(warm, task, len(parts))
+    say(spec, f"{task}: warm-cache pass over {n_items} items in {len(parts)} chunks done")
+    return {"n_items": n_items, "chunks": len(parts), "wall_seconds": round(time.time() - started, 3)}
+
+
 def _look(spec: ArmSpec, layout: ArmLayout, task: str, order, n_items: int):
     seq = spec.sequential
     metric, filter_name = seq["metrics"][task]
@@ -151,14 +146,18 @@ def _look(spec: ArmSpec, layout: ArmLayout, task: str, order, n_items: int):
         raise SystemExit(f"{BAD_INPUT_PREFIX}{exc}") from None
 
 
+def _stop_on_sigterm(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")  # unwinds the ExitStack: the server stops
+
+
 def run(spec: ArmSpec) -> int:
     layout = ArmLayout(Path(spec.output_dir))
     pending = [t for t in spec.tasks if not layout.task_done(t, spec.key_for(t))]
     if not pending:
         say(spec, "all tasks already finished; nothing to run")
         return 0
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
     started = time.time()
-    from lm_eval.models.vllm_causallms import VLLM
     from lm_eval.tasks import TaskManager
 
     logging.getLogger("lm-eval").setLevel(logging.WARNING)
@@ -169,56 +168,75 @@ def run(spec: ArmSpec) -> int:
         print(f"{BAD_INPUT_PREFIX}lm-eval knows no task named {', '.join(map(repr, unknown))} "
               f"(searched lm-eval's tasks and {', '.join(spec.include_paths)}).", flush=True)
         return 2
-    say(spec, f"starting vLLM engine for {spec.model}")
-    engine = dict(spec.engine)
-    engine.setdefault("disable_log_stats", False)
-    lm = VLLM(pretrained=spec.model, seed=spec.seed, batch_size="auto", **engine)
-    engine_seconds = time.time() - started
-    say(spec, f"engine ready in {engine_seconds:.0f} s")
-    stats = {"generated_tokens": 0, "requests": 0, "finish_reasons": {}}
-    _instrument(lm.model, stats)
-    layout.write_manifest({
-        "arm": spec.arm,
-        "effective_engine_config": effective_engine_config(lm.model),
-        "requested_engine_args": spec.engine,
-        "versions": spec.versions,
-        "model": spec.model,
-        "model_hash": spec.model_hash,
-        "engine_start_seconds": round(engine_seconds, 3),
-    })
-    for index, task in enumerate(pending, 1):
-        task_started = time.time()
-        ProgressLines.label = f"{spec.arm}: {task}"
-        say(spec, f"task {index}/{len(pending)} {task} started")
-        before = {"generated_tokens": stats["generated_tokens"], "requests": stats["requests"]}
-        if spec.sequential:
-            record = _run_chunked(spec, layout, lm, manager, task)
-        else:
-            results, samples = _evaluate(spec, lm, manager, task, layout.lm_eval_dir)
-            record = {"n_samples": {k: len(v) for k, v in samples.items()},
-                      "task_hashes": results.get("task_hashes", {})}
-        seconds = time.time() - task_started
-        layout.mark_task_done(task, {
-            "task": task, "key": spec.key_for(task), "wall_seconds": round(seconds, 3),
-            "generated_tokens": stats["generated_tokens"] - before["generated_tokens"],
-            "requests": stats["requests"] - before["requests"], **record,
+    with ExitStack() as stack:
+        say(spec, f"starting {spec.mode} model for {spec.model}")
+        backend = open_backend(spec, layout, stack, ProgressLines)
+        say(spec, f"model ready in {backend.engine_start_seconds:.0f} s")
+        layout.write_manifest({
+            "arm": spec.arm,
+            "mode": spec.mode,
+            "backend": backend.description,
+            "effective_engine_config": backend.effective_config,
+            "requested_engine_args": spec.engine,
+            "versions": spec.versions,
+            "model": spec.model,
+            "model_hash": spec.model_hash,
+            "engine_start_seconds": round(backend.engine_start_seconds, 3),
         })
-        say(spec, f"task {index}/{len(pending)} {task} done in {seconds:.0f} s")
-    manifest = layout.read_manifest()
-    manifest.update({
-        "generation": stats,
-        "spec_decode": _spec_decode_counters(lm.model),
-        "wall_seconds_last_run": round(time.time() - started, 3),
-    })
-    layout.write_manifest(manifest)
+        for index, task in enumerate(pending, 1):
+            _run_task(spec, layout, backend, manager, task, f"{index}/{len(pending)}")
+        manifest = layout.read_manifest()
+        manifest.update({
+            "generation": backend.stats,
+            "spec_decode": backend.spec_decode(),
+            "wall_seconds_last_run": round(time.time() - started, 3),
+        })
+        layout.write_manifest(manifest)
     return 0
+
+
+def _run_task(spec: ArmSpec, layout: ArmLayout, backend, manager, task: str,
+              position: str) -> None:
+    task_started = time.time()
+    ProgressLines.label = f"{spec.arm}: {task}"
+    say(spec, f"task {position} {task} started")
+    stats = backend.stats
+    before = {"generated_tokens": stats["generated_tokens"], "requests": stats["requests"]}
+    backend.take_timings()  # drop anything from before this task
+    if spec.sequential:
+        record = _run_chunked(spec, layout, backend.lm, manager, task)
+    else:
+        results, samples = _evaluate(spec, backend.lm, manager, task, layout.lm_eval_dir)
+        record = {"n_samples": {k: len(v) for k, v in samples.items()},
+                  "task_hashes": results.get("task_hashes", {})}
+    seconds = time.time() - task_started
+    timings = backend.take_timings()
+    if spec.cache_stress:
+        record["warm_pass"] = _run_warm_pass(spec, layout, backend.lm, manager, task)
+        backend.take_timings()  # the warm pass is not part of the speed comparison
+    if timings:
+        write_json_atomic(layout.speed_file(task), {"schema_version": 1, "task": task,
+                                                    "wall_seconds": seconds,
+                                                    "requests": timings})
+    layout.mark_task_done(task, {
+        "task": task, "key": spec.key_for(task), "wall_seconds": round(seconds, 3),
+        "generated_tokens": stats["generated_tokens"] - before["generated_tokens"],
+        "requests": stats["requests"] - before["requests"],
+        "timed_requests": len(timings), **record,
+    })
+    say(spec, f"task {position} {task} done in {seconds:.0f} s")
 
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: python -m evals.runner.worker SPEC.json", file=sys.stderr)
         return 2
-    return run(ArmSpec.read(argv[0]))
+    spec = ArmSpec.read(argv[0])
+    try:
+        return run(spec)
+    except ServerFailed as exc:  # the cause is in the server's log, named in the message
+        say(spec, str(exc))
+        return 3
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ is delta < 0. Modules:
 * :mod:`.multiple` - Holm and Benjamini-Hochberg adjustment across tasks
 * :mod:`.power` - power, minimum detectable drop, items needed
 * :mod:`.sequential` - anytime-valid early stopping
+* :mod:`.control_chart` - EWMA and tabular CUSUM charts over a series of runs
 """
 
 from .binary import (
@@ -24,6 +25,7 @@ from .binary import (
     mcnemar_exact_from_counts,
 )
 from .bootstrap import BootstrapResult, paired_bootstrap
+from .control_chart import CusumChartResult, EwmaChartResult, cusum_chart, ewma_chart
 from .intervals import ConfidenceInterval
 from .labels import (
     MarginalHomogeneityResult,
@@ -68,6 +70,8 @@ __all__ = [
     "BootstrapResult",
     "ClusteredStandardError",
     "ConfidenceInterval",
+    "CusumChartResult",
+    "EwmaChartResult",
     "FlipCounts",
     "LengthShiftResult",
     "MarginalHomogeneityResult",
@@ -86,7 +90,9 @@ __all__ = [
     "check_confidence_level",
     "clustered_standard_error",
     "confusion_matrix",
+    "cusum_chart",
     "empty_output_shift",
+    "ewma_chart",
     "flip_counts",
     "holm",
     "items_needed_for_drop",

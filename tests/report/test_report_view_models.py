@@ -11,7 +11,7 @@ from evals.report._arms import flatten, pair_table
 from evals.report._flipped_items import (PROMPT_TAIL_CHARS, RESPONSE_CHARS, BETTER, WORSE,
                                          flipped_items)
 from evals.report._forest_plot import forest_plot
-from evals.report._speed import speed_change
+from evals.report._speed import speed_change, speed_section
 from evals.report._text_diff import diff_segments
 from evals.run_record import read_summary
 
@@ -76,19 +76,31 @@ def _arm(wall: float, tokens: int, items: int = 10) -> dict:
                             "n_samples": {"t": items}}}}
 
 
-def test_speed_in_tokens_per_second():
-    speed = speed_change({"baseline": _arm(100, 1000), "candidate": _arm(50, 1000)})
-    assert speed.measure == "generated tokens per second" and speed.ratio == pytest.approx(2.0)
+def test_speed_line_falls_back_to_wall_time_throughput():
+    speed = speed_change({"arms": {"baseline": _arm(100, 1000), "candidate": _arm(50, 1000)}})
+    assert speed.text.startswith("\u00d72.00 generated tokens per second")
+    assert speed_change({"arms": {"baseline": _arm(10, 0), "candidate": _arm(20, 0)}}) is None
 
 
-def test_speed_falls_back_to_items_when_nothing_was_generated():
-    speed = speed_change({"baseline": _arm(10, 0), "candidate": _arm(20, 0)})
-    assert speed.measure == "scored items per second" and speed.ratio == pytest.approx(0.5)
+def test_speed_line_and_section_from_the_measured_speedup():
+    arm = {"requests": 40, "ttft_p50": 0.0123, "ttft_p95": 0.05, "tpot_p50": 0.002,
+           "tpot_p95": 0.004, "output_tokens_per_s": 310.0, "requests_per_s": 12.5,
+           "acceptance_rate": None}
+    summary = {"speed": {"baseline": arm, "candidate": {**arm, "acceptance_rate": 0.892},
+                         "tpot_speedup": 1.5, "ci_low": 1.25, "ci_high": 1.8,
+                         "confidence": 0.9, "throughput_ratio": 1.31, "min_speedup": 2.0,
+                         "gate": "missed", "note": None}}
+    assert speed_change(summary).text.startswith("\u00d71.50 [1.25, 1.80]")
+    section = speed_section(summary)
+    assert [r.acceptance for r in section.rows] == ["\u2013", "89.2%"]
+    assert section.rows[0].ttft == "12.3 / 50.0" and section.throughput == "\u00d71.31"
+    assert "interval lies below it" in section.gate
 
 
 def test_no_speed_for_compare_runs():
-    assert speed_change({"baseline": {"source": "a"}, "candidate": {"source": "b"}}) is None
-    assert speed_change({}) is None
+    assert speed_change({"arms": {"baseline": {"source": "a"}, "candidate": {"source": "b"}}}) \
+        is None
+    assert speed_change({}) is None and speed_section({}) is None
 
 
 def _row(task, doc_id, baseline, candidate, response_b="b", response_c="c", prompt="p"):

@@ -1,0 +1,201 @@
+"""The model an arm's tasks run against, one per arm mode, with its speed instruments.
+
+* offline  - lm-eval's `vllm` backend (vLLM's LLM in this process); per-request
+  latencies come from vLLM's request metrics (`RequestOutput.metrics`).
+* server   - `vllm serve` on a free loopback port (evals.runner.server), lm-eval's
+  `local-completions` backend against it through the timing proxy
+  (evals.runner.stream_proxy), which streams each generation request.
+* endpoint - an already-running OpenAI-compatible server (base_url): the same
+  backend and proxy, no engine of ours. Its API key comes from the environment.
+* hf       - lm-eval's Transformers backend (`hf`); no speed instruments.
+
+Every backend is opened inside an ExitStack, so leaving the worker - normally, by an
+error, or by SIGINT/SIGTERM - stops the server and the proxy.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+
+from evals.arm_spec import ArmSpec
+from evals.runner.effective_config import effective_engine_config
+from evals.runner.layout import ArmLayout
+
+
+@dataclass
+class Backend:
+    lm: object
+    effective_config: dict | None
+    engine_start_seconds: float
+    description: str
+    timings: list[dict] = field(default_factory=list)
+    """Per-request {"ttft", "e2e", "output_tokens"} since the last `take_timings`."""
+    take_proxy_timings: object = None
+    read_spec_decode: object = None
+    stats: dict = field(default_factory=lambda: {"generated_tokens": 0, "requests": 0,
+                                                 "finish_reasons": {}})
+
+    def take_timings(self) -> list[dict]:
+        if self.take_proxy_timings is not None:
+            for t in self.take_proxy_timings():
+                self.timings.append({"ttft": t.ttft, "e2e": t.e2e,
+                                     "output_tokens": t.output_tokens})
+                self.stats["generated_tokens"] += t.output_tokens
+                self.stats["requests"] += 1
+        taken, self.timings = self.timings, []
+        return taken
+
+    def spec_decode(self) -> dict:
+        try:
+            return self.read_spec_decode() if self.read_spec_decode else {}
+        except Exception:  # metrics are optional; a missing collector must not fail the arm
+            return {}
+
+
+LORA_NAME = "evals-adapter"
+
+
+def _request_timing(out) -> dict | None:
+    """TTFT and end-to-end latency of one offline request from vLLM's request metrics."""
+    if getattr(out, "prompt_logprobs", None) is not None:
+        return None  # a scoring (loglikelihood) request: not timed, as in server mode
+    m = getattr(out, "metrics", None)
+    if m is None or not getattr(m, "first_token_latency", 0):
+        return None
+    tokens = sum(len(c.token_ids) for c in out.outputs)
+    decode = max(0.0, float(m.last_token_ts - m.first_token_ts))
+    return {"ttft": float(m.first_token_latency), "e2e": float(m.first_token_latency) + decode,
+            "output_tokens": tokens}
+
+
+def _constrain(sampling_params, structured: dict) -> None:
+    """Structured output on the generation requests (scoring requests are left alone)."""
+    from vllm.sampling_params import StructuredOutputsParams
+
+    params = sampling_params if isinstance(sampling_params, list) else [sampling_params]
+    for sp in params:
+        if sp is not None and sp.prompt_logprobs is None:
+            sp.structured_outputs = StructuredOutputsParams(**structured)
+
+
+def _instrument(llm, backend: Backend, progress_cls, structured: dict | None = None) -> None:
+    """Counts tokens and finish reasons, keeps request timings; swaps vLLM's progress bar;
+    applies the arm's structured output."""
+    original = llm.generate
+
+    def generate(*args, **kwargs):
+        if kwargs.get("use_tqdm"):
+            kwargs["use_tqdm"] = progress_cls
+        if structured is not None:
+            _constrain(kwargs["sampling_params"] if "sampling_params" in kwargs else args[1],
+                       structured)
+        outputs = original(*args, **kwargs)
+        for out in outputs:
+            for completion in out.outputs:
+                backend.stats["generated_tokens"] += len(completion.token_ids)
+                reason = str(completion.finish_reason)
+                reasons = backend.stats["finish_reasons"]
+                reasons[reason] = reasons.get(reason, 0) + 1
+            backend.stats["requests"] += 1
+            timing = _request_timing(out)
+            if timing is not None:
+                backend.timings.append(timing)
+        return outputs
+
+    llm.generate = generate
+
+
+def _offline_spec_decode(llm) -> dict:
+    counters: dict[str, float] = {}
+    for metric in llm.get_metrics():
+        if metric.name.startswith("vllm:spec_decode") and hasattr(metric, "value"):
+            counters[metric.name] = counters.get(metric.name, 0.0) + float(metric.value)
+    return counters
+
+
+def server_spec_decode(metrics_text: str) -> dict:
+    """Spec-decode counters from a Prometheus text page, named as offline (no `_total`)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    counters: dict[str, float] = {}
+    for family in text_string_to_metric_families(metrics_text):
+        for sample in family.samples:
+            if sample.name.startswith("vllm:spec_decode") and sample.name.endswith("_total"):
+                name = sample.name.removesuffix("_total")
+                counters[name] = counters.get(name, 0.0) + float(sample.value)
+    return counters
+
+
+def _resolved_config(spec: ArmSpec) -> dict | None:
+    from evals.runner.config_audit import resolve_effective
+
+    try:
+        return resolve_effective(spec.model, dict(spec.engine), seed=spec.seed)
+    except Exception:  # recorded as unknown rather than failing a working server arm
+        return None
+
+
+def _completions_lm(spec: ArmSpec, base_url: str, model_name: str):
+    from lm_eval.models.openai_completions import LocalCompletionsAPI
+
+    max_length = int(spec.engine.get("max_model_len", 2048))
+    return LocalCompletionsAPI(
+        base_url=f"{base_url}/v1/completions", model=model_name, tokenizer=spec.model,
+        tokenizer_backend="huggingface", num_concurrent=int(spec.serving.get("concurrency", 8)),
+        max_retries=2, max_length=max_length, seed=spec.seed, timeout=900)
+
+
+def open_backend(spec: ArmSpec, layout: ArmLayout, stack: ExitStack, progress_cls) -> Backend:
+    started = time.time()
+    if spec.mode == "offline":
+        from lm_eval.models.vllm_causallms import VLLM
+
+        engine = dict(spec.engine)
+        engine.setdefault("disable_log_stats", False)
+        if spec.lora_adapter:  # lm-eval turns this into enable_lora and a LoRARequest
+            engine["lora_local_path"] = spec.lora_adapter
+        lm = VLLM(pretrained=spec.model, seed=spec.seed, batch_size="auto", **engine)
+        backend = Backend(lm=lm, effective_config=effective_engine_config(lm.model),
+                          engine_start_seconds=time.time() - started,
+                          description="vLLM offline (LLM), lm-eval `vllm` backend")
+        _instrument(lm.model, backend, progress_cls, spec.structured_output)
+        backend.read_spec_decode = lambda: _offline_spec_decode(lm.model)
+        return backend
+    if spec.mode == "hf":
+        from lm_eval.models.huggingface import HFLM
+
+        lm = HFLM(pretrained=spec.model, **dict(spec.engine))
+        return Backend(lm=lm, effective_config=None, engine_start_seconds=time.time() - started,
+                       description="Transformers, lm-eval `hf` backend")
+    from evals.runner.server import SERVED_NAME, VllmServer
+    from evals.runner.stream_proxy import StreamingProxy
+
+    if spec.mode == "server":
+        engine, name = dict(spec.engine), SERVED_NAME
+        if spec.lora_adapter:  # requests name the adapter, so vLLM applies it
+            engine.update(enable_lora=True, lora_modules=f"{LORA_NAME}={spec.lora_adapter}")
+            name = LORA_NAME
+        server = stack.enter_context(VllmServer(spec.model, engine, layout.root / "server.log",
+                                                seed=spec.seed))
+        upstream, headers = server.base_url, {}
+        description = f"`vllm serve` on {server.base_url}, lm-eval `local-completions` backend"
+        effective = _resolved_config(spec)
+        read_spec = lambda: server_spec_decode(server.metrics_text())  # noqa: E731
+    else:
+        upstream = str(spec.serving["base_url"]).rstrip("/").removesuffix("/v1")
+        key_name = spec.serving.get("api_key_env")
+        key = os.environ.get(key_name, "") if key_name else ""
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        name = spec.serving.get("served_model_name") or spec.model
+        effective, read_spec = None, None
+        description = f"endpoint {upstream}, lm-eval `local-completions` backend"
+    extra = ({"structured_outputs": spec.structured_output}
+             if spec.structured_output is not None else None)
+    proxy = stack.enter_context(StreamingProxy(upstream, headers, extra_body=extra))
+    lm = _completions_lm(spec, proxy.base_url, name)
+    return Backend(lm=lm, effective_config=effective,
+                   engine_start_seconds=time.time() - started, description=description,
+                   take_proxy_timings=proxy.take_timings, read_spec_decode=read_spec)

@@ -1,0 +1,204 @@
+"""The engine config vLLM would use for an arm, resolved without starting an engine.
+
+`python -m evals.runner.config_audit SPEC_JSON` (SPEC_JSON: `{"model": ..., "engine": {...},
+"seed": ..., "mode": "offline" | "server"}`) builds vLLM's `EngineArgs` from the arm's model
+and engine arguments as the arm passes them on (offline: through lm-eval's `VLLM` to
+`vllm.LLM`; server: as `vllm serve` flags) and resolves them with `create_engine_config` and
+the same usage context: configuration files only - no weights, no KV cache, no worker
+processes. It prints one line, `[evals-config-audit] {json}`, holding the flattened effective
+config (or the error vLLM raised), the names of vLLM's engine arguments, the warnings vLLM
+logged while resolving, and the seconds it took.
+
+`resolve_arms` runs that command once per arm, each in its own process with the environment
+the arm's worker gets (`launch.worker_env`), so the parent never imports vLLM.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import resource
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+from evals.arm_spec import ArmSpec
+from evals.runner.effective_config import flatten_vllm_config
+from evals.runner.launch import REPO_ROOT, stop_process_group, worker_env
+
+RESULT_PREFIX = "[evals-config-audit] "
+RESOLVABLE_MODES = ("offline", "server")  # endpoint and hf arms have no vLLM engine config
+DEFAULT_TIMEOUT = 300.0  # seconds per arm; a hub model's config may have to be downloaded
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedArm:
+    """One arm's resolved engine config, or why it could not be resolved."""
+
+    arm: str
+    effective: dict | None
+    error: str | None
+    engine_arg_names: tuple[str, ...]
+    vllm_warnings: tuple[str, ...]
+    seconds: float  # importing vLLM and resolving, in the arm's process
+    resolve_seconds: float = 0.0  # create_engine_config alone
+    peak_rss_mb: float = 0.0  # the arm's process and its helpers; no weights, no KV cache
+
+
+# ---- child side (imports vLLM) ----
+
+def resolve_effective(model: str, engine: dict, *, seed: int | None = None,
+                      mode: str = "offline") -> dict:
+    """Flat {section.field: value} of the VllmConfig these arguments resolve to.
+
+    Raises whatever vLLM raises for arguments it rejects or cannot honour on this machine.
+    """
+    return _resolve(model, engine, seed, mode)[0]
+
+
+def _engine_args(model: str, engine: dict, seed: int | None, mode: str):
+    """vLLM's EngineArgs and usage context (some defaults depend on it) for this arm's mode."""
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.usage.usage_lib import UsageContext
+
+    if mode == "server":  # `vllm serve MODEL --seed S --served-model-name N <engine flags>`
+        from evals.runner.engine_args import parse_engine_args
+        from evals.runner.server import SERVED_NAME
+
+        flags = {**engine, "seed": seed, "served_model_name": SERVED_NAME}
+        return parse_engine_args(model, flags), UsageContext.OPENAI_API_SERVER
+    kwargs = dict(engine)
+    kwargs.setdefault("disable_log_stats", False)  # the worker's default
+    if seed is not None:
+        kwargs.setdefault("seed", seed)  # lm-eval passes the run's seed to vLLM
+    return EngineArgs(model=model, **kwargs), UsageContext.LLM_CLASS
+
+
+def _resolve(model: str, engine: dict, seed: int | None, mode: str) -> tuple[dict, list[str]]:
+    """The flattened config and the warnings vLLM logged while resolving it."""
+    from vllm.logger import configure_logging_if_needed
+
+    args, usage_context = _engine_args(model, engine, seed, mode)
+    # as vllm.LLM does; attaching our handler afterwards, since this replaces the handlers
+    configure_logging_if_needed(args.create_logging_config())
+    collect = _Collect()
+    logger = logging.getLogger("vllm")
+    logger.addHandler(collect)
+    try:
+        config = args.create_engine_config(usage_context)
+    finally:
+        logger.removeHandler(collect)
+    return flatten_vllm_config(config), collect.messages
+
+
+def engine_arg_names() -> tuple[str, ...]:
+    from vllm.engine.arg_utils import EngineArgs
+
+    return tuple(sorted(f.name for f in dataclasses.fields(EngineArgs) if not f.name.startswith("_")))
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if message not in self.messages:
+            self.messages.append(message)
+
+
+def resolve_report(spec: dict) -> dict:
+    """The JSON-able result for one arm; failures become `error`, never an exception."""
+    started = time.time()
+    effective, error, names, warnings, resolve_seconds = None, None, (), [], 0.0
+    try:
+        names = engine_arg_names()
+        resolve_started = time.time()
+        effective, warnings = _resolve(spec["model"], dict(spec.get("engine") or {}),
+                                       spec.get("seed"), spec.get("mode") or "offline")
+        resolve_seconds = time.time() - resolve_started
+    except Exception as exc:  # any failure (GPU-only config on CPU, hub offline) -> fallback
+        text = " ".join(str(exc).split())  # one line; vLLM's messages can span several
+        error = f"{type(exc).__name__}: {text[:300]}"
+    return {"effective": effective, "error": error, "engine_arg_names": list(names),
+            "vllm_warnings": warnings, "seconds": round(time.time() - started, 3),
+            "resolve_seconds": round(resolve_seconds, 3), "peak_rss_mb": _peak_rss_mb()}
+
+
+def _peak_rss_mb() -> float:
+    """Peak resident memory of this process or of a helper it waited for (vLLM inspects
+    model classes in a subprocess), in MiB (Linux reports KiB)."""
+    peak = max(resource.getrusage(who).ru_maxrss
+               for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    return round(peak / 1024, 1)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m evals.runner.config_audit SPEC_JSON", file=sys.stderr)
+        return 2
+    report = resolve_report(json.loads(argv[0]))
+    print(RESULT_PREFIX + json.dumps(report, default=str), flush=True)
+    return 0
+
+
+# ---- parent side (no vLLM import) ----
+
+def _parse(arm: str, output: str, code: int, wall_seconds: float) -> ResolvedArm:
+    lines = output.splitlines()
+    result = next((line for line in reversed(lines) if line.startswith(RESULT_PREFIX)), None)
+    if result is None:
+        tail = " | ".join(line.strip() for line in lines[-5:] if line.strip())
+        return ResolvedArm(arm, None, f"config resolution exited with code {code}: {tail}",
+                           (), (), round(wall_seconds, 3))
+    data = json.loads(result[len(RESULT_PREFIX):])
+    return ResolvedArm(arm=arm, effective=data["effective"], error=data["error"],
+                       engine_arg_names=tuple(data["engine_arg_names"]),
+                       vllm_warnings=tuple(data["vllm_warnings"]), seconds=data["seconds"],
+                       resolve_seconds=data["resolve_seconds"], peak_rss_mb=data["peak_rss_mb"])
+
+
+def resolve_arms(specs: dict[str, ArmSpec], *, timeout: float = DEFAULT_TIMEOUT
+                 ) -> dict[str, ResolvedArm]:
+    """Resolves every arm's effective engine config, one process per arm, side by side.
+
+    Each process gets the arm's worker environment. A timeout or a crash becomes the
+    arm's `error`; nothing is raised for vLLM's own failures.
+    """
+    procs: dict[str, subprocess.Popen] = {}
+    resolved: dict[str, ResolvedArm] = {}
+    started = time.time()
+    try:
+        for name, spec in specs.items():
+            mode = getattr(spec, "mode", "offline")
+            if mode not in RESOLVABLE_MODES:
+                resolved[name] = ResolvedArm(name, None, f"a `{mode}` arm has no vLLM engine "
+                                             "config to resolve", (), (), 0.0)
+                continue
+            payload = json.dumps({"model": spec.model, "engine": spec.engine, "seed": spec.seed,
+                                  "mode": mode}, default=str)
+            procs[name] = subprocess.Popen(
+                [sys.executable, "-m", "evals.runner.config_audit", payload],
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env=worker_env(spec), cwd=str(REPO_ROOT), text=True, errors="replace",
+                start_new_session=True)
+        for name, proc in procs.items():
+            try:
+                output, _ = proc.communicate(timeout=max(1.0, started + timeout - time.time()))
+            except subprocess.TimeoutExpired:
+                stop_process_group(proc)
+                resolved[name] = ResolvedArm(name, None, f"config resolution did not finish in "
+                                             f"{timeout:.0f} s", (), (), round(timeout, 3))
+                continue
+            resolved[name] = _parse(name, output, proc.returncode, time.time() - started)
+        return {name: resolved[name] for name in specs}
+    finally:
+        for proc in procs.values():
+            stop_process_group(proc, timeout=5.0)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,139 @@
+"""`vllm serve` for a server-mode arm: a free loopback port, health wait, metrics, sure stop.
+
+The server runs in the worker's process group, so stopping the worker's group (what
+the launcher does on errors and Ctrl-C) stops the server and its engine process too.
+`VllmServer` is a context manager; leaving it - normally, by an exception, by SIGINT
+or SIGTERM turned into an exception by the worker - terminates the server and then
+kills whatever of its process tree is left.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import requests
+
+from evals.runner.engine_args import engine_flags
+from evals.runner.launch import terminate_with_parent
+
+LOOPBACK = "127.0.0.1"
+SERVED_NAME = "evals-arm"
+HEALTH_TIMEOUT_S = 900.0
+
+
+class ServerFailed(RuntimeError):
+    """`vllm serve` did not come up; the message names its log and its last error line."""
+
+
+_ERROR_LINE = re.compile(r"\b[Ee]rror\b[:,]|Error:")
+
+
+def _last_error(log_path: Path) -> str:
+    try:
+        lines = log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return "(no log)"
+    errors = [line.strip() for line in lines if _ERROR_LINE.search(line)]
+    return errors[-1][:500] if errors else (lines[-1].strip()[:500] if lines else "(empty log)")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((LOOPBACK, 0))
+        return sock.getsockname()[1]
+
+
+def serve_arguments(model: str, engine: dict, port: int, seed: int) -> list[str]:
+    """`vllm serve` command line from engine keyword arguments (spelled as EngineArgs)."""
+    return [model, "--host", LOOPBACK, "--port", str(port), "--served-model-name", SERVED_NAME,
+            "--seed", str(seed), "--disable-uvicorn-access-log"] + engine_flags(engine)
+
+
+def _vllm_command() -> list[str]:
+    exe = Path(sys.executable).with_name("vllm")
+    return [str(exe)] if exe.exists() else [shutil.which("vllm") or "vllm"]
+
+
+class VllmServer:
+    """A `vllm serve` process on a free loopback port, logging to `log_path`."""
+
+    def __init__(self, model: str, engine: dict, log_path: Path, *, seed: int,
+                 env: dict[str, str] | None = None):
+        self.port = free_port()
+        self.base_url = f"http://{LOOPBACK}:{self.port}"
+        self.command = _vllm_command() + ["serve"] + serve_arguments(model, engine, self.port,
+                                                                    seed)
+        self.log_path = log_path
+        self.env = env
+        self.proc: subprocess.Popen | None = None
+        self.ready_seconds = 0.0
+
+    def __enter__(self) -> VllmServer:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = self.log_path.open("a", encoding="utf-8")
+        log.write("$ " + " ".join(self.command) + "\n")
+        log.flush()
+        started = time.time()
+        self.proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, env=self.env,
+                                     preexec_fn=terminate_with_parent)
+        log.close()
+        try:
+            self._wait_healthy()
+        except BaseException:
+            self.stop()
+            raise
+        self.ready_seconds = time.time() - started
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def _wait_healthy(self) -> None:
+        assert self.proc is not None
+        deadline = time.time() + HEALTH_TIMEOUT_S
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise ServerFailed(f"`vllm serve` exited with code {self.proc.returncode} before "
+                                   f"it was healthy. Its last error: {_last_error(self.log_path)} "
+                                   f"(full log: {self.log_path})")
+            try:
+                if requests.get(f"{self.base_url}/health", timeout=2).status_code == 200:
+                    return
+            except requests.RequestException:
+                pass
+            time.sleep(0.5)
+        raise ServerFailed(f"`vllm serve` was not healthy after {HEALTH_TIMEOUT_S:.0f} s; "
+                           f"see {self.log_path}")
+
+    def metrics_text(self) -> str:
+        return requests.get(f"{self.base_url}/metrics", timeout=10).text
+
+    def stop(self, timeout: float = 30.0) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            tree = psutil.Process(proc.pid).children(recursive=True)
+        except psutil.Error:
+            tree = []
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+        _, alive = psutil.wait_procs(tree, timeout=10)
+        for child in alive:
+            try:
+                child.kill()
+            except psutil.Error:
+                pass

@@ -1,0 +1,137 @@
+"""Speed beside accuracy: per-arm latency and throughput, and the candidate's speedup.
+
+Inputs are the per-request timings the runner recorded for each task (`<arm>/speed/
+<task>.json`: time to first token, end-to-end latency and output tokens per request;
+from vLLM's request metrics offline, from streamed responses in server mode) and the
+spec-decode counters of the arm's manifest. Only tasks timed in both arms count.
+
+The speedup is mean time per output token (TPOT), baseline over candidate (above 1:
+the candidate is faster), with a percentile bootstrap interval over requests resampled
+independently in each arm (scipy.stats.bootstrap). Throughput (output tokens per
+second of task wall time) is one measurement per arm and gets no interval.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as sps
+
+
+@dataclass(frozen=True, slots=True)
+class ArmSpeed:
+    arm: str
+    requests: int
+    output_tokens: int
+    wall_seconds: float
+    ttft_p50: float | None
+    ttft_p95: float | None
+    tpot_p50: float | None
+    tpot_p95: float | None
+    tpot_mean: float | None
+    output_tokens_per_s: float | None
+    requests_per_s: float | None
+    acceptance_rate: float | None
+    """Accepted / drafted speculative tokens, where vLLM reports them."""
+
+
+@dataclass(frozen=True, slots=True)
+class SpeedComparison:
+    baseline: ArmSpeed
+    candidate: ArmSpeed
+    tasks: tuple[str, ...]
+    tpot_speedup: float | None
+    ci_low: float | None
+    ci_high: float | None
+    confidence: float
+    throughput_ratio: float | None
+    min_speedup: float | None
+    gate: str | None
+    """'met', 'missed' (interval below the minimum), 'undecided', or None (no minimum)."""
+    note: str | None
+
+
+def _tpot(request: dict) -> float | None:
+    tokens = int(request.get("output_tokens") or 0)
+    if tokens < 2:
+        return None
+    return (float(request["e2e"]) - float(request["ttft"])) / (tokens - 1)
+
+
+def _quantile(values: np.ndarray, q: float) -> float | None:
+    return float(np.quantile(values, q)) if values.size else None
+
+
+def _acceptance(spec_decode: dict | None) -> float | None:
+    spec_decode = spec_decode or {}
+    drafted = float(spec_decode.get("vllm:spec_decode_num_draft_tokens", 0.0))
+    accepted = float(spec_decode.get("vllm:spec_decode_num_accepted_tokens", 0.0))
+    return accepted / drafted if drafted > 0 else None
+
+
+def tpot_values(task_speeds: list[dict]) -> np.ndarray:
+    values = [_tpot(r) for t in task_speeds for r in t["requests"]]
+    return np.asarray([v for v in values if v is not None], dtype=float)
+
+
+def arm_speed(arm: str, task_speeds: list[dict], spec_decode: dict | None) -> ArmSpeed:
+    requests = [r for t in task_speeds for r in t["requests"]]
+    ttft = np.asarray([float(r["ttft"]) for r in requests], dtype=float)
+    tpot = tpot_values(task_speeds)
+    tokens = int(sum(int(r.get("output_tokens") or 0) for r in requests))
+    wall = float(sum(float(t["wall_seconds"]) for t in task_speeds))
+    return ArmSpeed(
+        arm=arm, requests=len(requests), output_tokens=tokens, wall_seconds=wall,
+        ttft_p50=_quantile(ttft, 0.5), ttft_p95=_quantile(ttft, 0.95),
+        tpot_p50=_quantile(tpot, 0.5), tpot_p95=_quantile(tpot, 0.95),
+        tpot_mean=float(tpot.mean()) if tpot.size else None,
+        output_tokens_per_s=tokens / wall if wall > 0 and tokens else None,
+        requests_per_s=len(requests) / wall if wall > 0 else None,
+        acceptance_rate=_acceptance(spec_decode))
+
+
+def _ratio_of_means(b, c, axis=-1):
+    return np.mean(b, axis=axis) / np.mean(c, axis=axis)
+
+
+def compare_speed(baseline: dict[str, dict], candidate: dict[str, dict], *,
+                  spec_decode: dict[str, dict | None], rng: np.random.Generator,
+                  confidence: float = 0.95, n_resamples: int = 2000,
+                  min_speedup: float | None = None) -> SpeedComparison | None:
+    """`baseline`/`candidate`: {task: speed record}. None when no task was timed in both."""
+    tasks = tuple(sorted(set(baseline) & set(candidate)))
+    if not tasks:
+        return None
+    b_speeds = [baseline[t] for t in tasks]
+    c_speeds = [candidate[t] for t in tasks]
+    b = arm_speed("baseline", b_speeds, spec_decode.get("baseline"))
+    c = arm_speed("candidate", c_speeds, spec_decode.get("candidate"))
+    tb, tc = tpot_values(b_speeds), tpot_values(c_speeds)
+    speedup = low = high = None
+    note = None
+    if tb.size >= 2 and tc.size >= 2 and tc.mean() > 0:
+        speedup = float(tb.mean() / tc.mean())
+        result = sps.bootstrap((tb, tc), _ratio_of_means, paired=False, vectorized=True,
+                               n_resamples=n_resamples, confidence_level=confidence,
+                               method="percentile", rng=rng)
+        low = float(result.confidence_interval.low)
+        high = float(result.confidence_interval.high)
+    else:
+        note = "fewer than two requests with two or more output tokens in an arm: no TPOT"
+    throughput = (c.output_tokens_per_s / b.output_tokens_per_s
+                  if b.output_tokens_per_s and c.output_tokens_per_s else None)
+    gate = None
+    if min_speedup is not None:
+        if low is None:
+            gate = "undecided"
+        elif low >= min_speedup:
+            gate = "met"
+        elif high is not None and high < min_speedup:
+            gate = "missed"
+        else:
+            gate = "undecided"
+    return SpeedComparison(baseline=b, candidate=c, tasks=tasks, tpot_speedup=speedup,
+                           ci_low=low, ci_high=high, confidence=confidence,
+                           throughput_ratio=throughput, min_speedup=min_speedup, gate=gate,
+                           note=note)

@@ -1,0 +1,53 @@
+"""manifest.json of a stored run: the summary's facts plus what the store derived from them.
+
+The manifest is the source of truth for everything in the index except golden pins:
+the index can be rebuilt from the manifests alone. It carries `schema_version`
+first; `migrate_manifest` refuses newer versions and migrates older ones. It is built
+by `_manifest_builder.build_manifest`.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+from evals.atomic_files import write_json_atomic
+from evals.errors import UserError
+
+MANIFEST_SCHEMA_VERSION = 1
+
+
+def now_iso() -> str:
+    """Now, ISO 8601 in UTC with seconds (the store's one time format)."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def write_manifest(path: Path, manifest: dict) -> None:
+    write_json_atomic(path, manifest, sort_keys=False)  # schema_version stays first
+
+
+def migrate_manifest(data: object, where: Path) -> dict:
+    if not isinstance(data, dict) or not isinstance(data.get("schema_version"), int):
+        raise UserError(f"{where}: no schema_version; not a run-store manifest.")
+    version = data["schema_version"]
+    if version > MANIFEST_SCHEMA_VERSION:
+        raise UserError(f"{where}: schema_version {version} is newer than this suite reads "
+                        f"({MANIFEST_SCHEMA_VERSION}); upgrade vllm-regression-evals.")
+    return data  # version 1 is the only layout so far
+
+
+def read_manifest(path: Path) -> dict:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise UserError(f"{path}: missing; the run's store directory is incomplete "
+                        "(record the run again).") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot be read ({exc.strerror}).") from None
+    try:
+        data = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise UserError(f"{path}: not valid JSON (truncated or corrupted); record the run "
+                        "again.") from None
+    return migrate_manifest(data, path)

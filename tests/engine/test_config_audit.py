@@ -1,0 +1,94 @@
+"""Config audit on real vLLM effective configs, resolved without starting an engine.
+
+Each arm is resolved in its own process (vLLM's `create_engine_config`: configuration files
+only), so these tests take seconds and stay far below the memory an engine would take (the
+CPU configs reserve a 2 GiB KV cache; the resolver allocates none).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import yaml
+
+from engine_helpers import MODEL, REPO, save_artifact
+from evals.audit import arm_inputs, audit_resolved, run_audit
+from evals.config import load_config
+from evals.runner.config_audit import resolve_arms
+
+CPU_CONFIGS = sorted(p.stem for p in (REPO / "configs" / "cpu").glob("*.yaml") if p.stem != "base")
+KV_CACHE_BYTES = 2 * 2**30  # VLLM_CPU_KVCACHE_SPACE=2 in configs/cpu/base.yaml
+
+
+def derived_config(tmp_path, name: str, candidate_engine: dict, intended: list[str]):
+    """configs/cpu/base.yaml with the mtp_prefix baseline and the given candidate."""
+    text = {"extends": str(REPO / "configs" / "cpu" / "base.yaml"), "name": name,
+            "model": str(MODEL), "intended_change": intended,
+            "arms": {"baseline": {"engine": {"dtype": "bfloat16", "max_model_len": 1024,
+                                             "enable_prefix_caching": False}},
+                     "candidate": {"engine": candidate_engine}}}
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(text, sort_keys=False), encoding="utf-8")
+    return load_config(path)
+
+
+@pytest.fixture(scope="module")
+def timings():
+    rows = {}
+    yield rows
+    save_artifact("config_audit_timings.json", rows)
+
+
+@pytest.mark.parametrize("name", CPU_CONFIGS)
+def test_shipped_cpu_configs_pass_the_audit(name, timings):
+    config = load_config(REPO / "configs" / "cpu" / f"{name}.yaml")
+    started = time.time()
+    resolved = resolve_arms(arm_inputs(config))
+    wall = time.time() - started
+    result = audit_resolved(config, resolved)
+    assert result.resolved, result.notes
+    assert not result.stops, result.message()
+    assert not result.undeclared
+    timings[name] = {"wall_seconds_both_arms": round(wall, 1), **{
+        arm: {"seconds": r.seconds, "resolve_seconds": r.resolve_seconds,
+              "peak_rss_mb": r.peak_rss_mb} for arm, r in resolved.items()}}
+    for r in resolved.values():
+        assert r.seconds < 120, timings[name]  # importing vLLM dominates; resolving is ~1 s
+        assert r.peak_rss_mb * 2**20 < KV_CACHE_BYTES, timings[name]  # no KV cache, no weights
+    if name.startswith("mtp_prefix"):  # offline, and both arms behind `vllm serve`
+        status = {d.field: d.status for d in result.effective}
+        assert status["cache.enable_prefix_caching"] == "declared"
+        assert status["speculative"] == "declared"
+        assert status["scheduler.max_num_scheduled_tokens"] == "follows speculative_config"
+    if name == "aa":
+        assert result.effective == () and result.requested == ()
+
+
+def test_undeclared_max_num_seqs_difference_stops(tmp_path):
+    config = derived_config(tmp_path, "mtp-unaligned", {
+        "dtype": "bfloat16", "max_model_len": 1024, "enable_prefix_caching": True,
+        "speculative_config": {"method": "mtp", "num_speculative_tokens": 1},
+        "max_num_seqs": 16}, ["speculative_config", "enable_prefix_caching"])
+    result = run_audit(config)
+    assert result.resolved and result.stops
+    assert [u.name for u in result.undeclared] == ["max_num_seqs"]
+    rows = {d.field: d for d in result.effective}
+    assert rows["scheduler.max_num_seqs"].candidate == 16
+    assert rows["scheduler.max_num_seqs"].status == "NOT DECLARED"
+    message = result.stop_message()
+    assert str(tmp_path / "mtp-unaligned.yaml") in message and "--allow-undeclared-diff" in message
+    assert not result.with_override().stops
+
+
+def test_a_knob_that_silently_changes_other_engine_arguments_stops(tmp_path):
+    # `performance_mode: throughput` is declared, but vLLM also raises max_num_batched_tokens
+    # and max_num_seqs - engine arguments that neither arm set: a side effect, not the change
+    config = derived_config(tmp_path, "perf-mode", {
+        "dtype": "bfloat16", "max_model_len": 1024, "enable_prefix_caching": False,
+        "performance_mode": "throughput"}, ["performance_mode"])
+    result = run_audit(config)
+    assert result.resolved and result.stops
+    names = {u.name for u in result.undeclared}
+    assert {"max_num_batched_tokens", "max_num_seqs"} <= names
+    assert all("although the arms do not set" in u.reason for u in result.undeclared)

@@ -1,0 +1,149 @@
+"""Server-mode arms on real `vllm serve` processes: an A/B with speed and cache stress, and
+no server left behind after success, after a failing arm, and after Ctrl-C (SIGINT)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+from engine_helpers import (CPU_ENV, ENGINE, MODEL, REPO, read_summary, run_cli, save_artifact,
+                            write_config)
+
+TASKS = [{"name": "tiny_reviews_shared_prefix", "metric": "exact_match"},
+         {"name": "tiny_addition", "metric": "exact_match"}]
+MTP_PREFIX = {**ENGINE, "enable_prefix_caching": True,
+              "speculative_config": {"method": "mtp", "num_speculative_tokens": 1}}
+
+
+def serving_processes() -> list[str]:
+    """`vllm serve` API servers and vLLM engine-core processes alive on this machine."""
+    found = []
+    for proc in psutil.process_iter(["pid", "name", "cmdline"]):
+        try:
+            cmdline = " ".join(proc.info["cmdline"] or [])
+        except psutil.Error:
+            continue
+        if " serve " in f" {cmdline} " and "vllm" in cmdline or "VLLM::" in cmdline \
+                or "VLLM::" in (proc.info["name"] or ""):
+            found.append(f"{proc.info['pid']}: {cmdline[:120]}")
+    return found
+
+
+def _settle() -> list[str]:
+    for _ in range(20):  # processes being reaped may linger a moment
+        left = serving_processes()
+        if not left:
+            return []
+        time.sleep(0.5)
+    return serving_processes()
+
+
+def test_server_arms_speed_and_cache_stress_leave_no_server_behind(tmp_path):
+    assert serving_processes() == [], "a vLLM server was already running before the test"
+    config = write_config(
+        tmp_path, "serving", {"mode": "server", "concurrency": 8,
+                              "engine": {**ENGINE, "enable_prefix_caching": False}},
+        {"mode": "server", "concurrency": 8, "cache_stress": True, "engine": MTP_PREFIX},
+        tasks=TASKS, limit=150)
+    result = run_cli("ab", str(config), "--reports", str(tmp_path / "reports"))
+    assert result.returncode in (0, 1, 3), result.stdout + result.stderr
+    assert _settle() == []
+    summary = read_summary(tmp_path / "reports")
+    run_dir = next((tmp_path / "reports").glob("*/summary.json")).parent
+    for arm in ("baseline", "candidate"):
+        assert "`vllm serve` on http://127.0.0.1:" in summary["arms"][arm]["backend"]
+        log = (run_dir / "arms" / arm / "server.log").read_text(encoding="utf-8")
+        assert "--host 127.0.0.1" in log
+    speed = summary["speed"]
+    for arm in ("baseline", "candidate"):
+        assert speed[arm]["requests"] == 2 * 150  # every generation request was timed
+        assert 0 < speed[arm]["ttft_p50"] <= speed[arm]["ttft_p95"]
+        assert 0 < speed[arm]["tpot_p50"] <= speed[arm]["tpot_p95"]
+        assert speed[arm]["output_tokens_per_s"] > 0
+    assert speed["baseline"]["acceptance_rate"] is None
+    assert 0 < speed["candidate"]["acceptance_rate"] <= 1
+    assert speed["ci_low"] <= speed["tpot_speedup"] <= speed["ci_high"]
+    checks = {c["task"]: c for c in summary["cache_stress"]}
+    assert set(checks) == {"tiny_reviews_shared_prefix", "tiny_addition"}
+    assert all(c["arm"] == "candidate" and c["n"] == 150 for c in checks.values())
+    warm_tasks = [t for t in summary["tasks"] if t["task"].endswith(" (warm cache)")]
+    assert len(warm_tasks) == 2 and all(t["n"] == 150 for t in warm_tasks)
+    assert "Speedup:" in (run_dir / "report.html").read_text(encoding="utf-8")
+    save_artifact("serving_ab.json", {"speed": speed, "cache_stress": summary["cache_stress"],
+                                      "verdict": summary["verdict"]})
+
+
+def test_a_failing_server_arm_exits_4_and_leaves_no_server_behind(tmp_path):
+    # 4096 tokens exceed the model's 1,024 positions: `vllm serve` refuses to start
+    config = write_config(
+        tmp_path, "failing", {"mode": "server", "engine": {**ENGINE, "max_model_len": 4096}},
+        {"mode": "server", "engine": MTP_PREFIX}, tasks=TASKS, limit=20)
+    result = run_cli("ab", str(config), "--reports", str(tmp_path / "reports"))
+    assert result.returncode == 4, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert "server.log" in result.stderr or "server.log" in result.stdout
+    assert _settle() == []
+
+
+def test_ctrl_c_stops_the_server(tmp_path):
+    config = write_config(tmp_path, "sigint", {"mode": "server", "engine": dict(ENGINE)},
+                          {"mode": "server", "engine": MTP_PREFIX}, tasks=TASKS, limit=1200)
+    proc = subprocess.Popen([sys.executable, "-m", "evals", "ab", str(config), "--reports",
+                             str(tmp_path / "reports")], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 600
+    seen: list[str] = []
+    while time.time() < deadline and proc.poll() is None:
+        seen = serving_processes()
+        if any("VLLM::" in p for p in seen) and list(tmp_path.glob("reports/*/arms/baseline/"
+                                                                  "manifest.json")):
+            break  # the server is up and serving
+        time.sleep(0.5)
+    assert seen, "the server never started"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 4, out + err
+    assert "interrupted" in err and "Traceback" not in err
+    assert _settle() == []
+
+
+def test_transformers_vs_an_endpoint_with_an_api_key(tmp_path, monkeypatch):
+    """Cross-engine: lm-eval's `hf` backend vs an already-running OpenAI-compatible server
+    that demands an API key. The key comes from the environment and is written nowhere."""
+    import os
+
+    from evals.runner.server import SERVED_NAME, VllmServer
+
+    secret = "sk-evals-test-9f3a1c"
+    env = {**os.environ, **CPU_ENV, "HF_HUB_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
+    with VllmServer(str(MODEL), {**ENGINE, "api_key": secret}, tmp_path / "external.log",
+                    seed=1234, env=env) as server:
+        config = write_config(
+            tmp_path, "cross", {"mode": "hf", "engine": {"dtype": "bfloat16"}},
+            {"mode": "endpoint", "base_url": f"{server.base_url}/v1",
+             "api_key_env": "EVALS_TEST_API_KEY", "served_model_name": SERVED_NAME,
+             "concurrency": 4},
+            tasks=[{"name": "tiny_reviews_gen", "metric": "exact_match"},
+                   {"name": "tiny_reviews_mc", "metric": "acc"}], limit=40)
+        monkeypatch.setenv("EVALS_TEST_API_KEY", secret)
+        result = run_cli("ab", str(config), "--reports", str(tmp_path / "reports"))
+    assert result.returncode in (0, 1, 3), result.stdout + result.stderr
+    summary = read_summary(tmp_path / "reports")
+    assert "lm-eval `hf` backend" in summary["arms"]["baseline"]["backend"]
+    assert summary["arms"]["candidate"]["backend"].startswith(f"endpoint {server.base_url}")
+    assert all(t["n"] == 40 for t in summary["tasks"])
+    # the endpoint's generation requests were streamed and timed; Transformers is not timed
+    run_dir = next((tmp_path / "reports").glob("*/summary.json")).parent
+    timed = json.loads((run_dir / "arms/candidate/speed/tiny_reviews_gen.json").read_text())
+    assert len(timed["requests"]) == 40 and all(r["ttft"] > 0 for r in timed["requests"])
+    assert not (run_dir / "arms/baseline/speed").exists() and summary["speed"] is None
+    gen = next(t for t in summary["tasks"] if t["task"] == "tiny_reviews_gen")
+    assert gen["baseline_mean"] > 0.5 and gen["candidate_mean"] > 0.5  # both engines work
+    for path in (tmp_path / "reports").rglob("*"):
+        if path.is_file():
+            assert secret not in path.read_text(encoding="utf-8", errors="replace"), path
+    assert secret not in result.stdout + result.stderr

@@ -1,0 +1,31 @@
+"""Structured output (guided decoding) as an optimization under test: the candidate's
+generations are constrained to the label set, in offline mode and behind `vllm serve`."""
+
+from __future__ import annotations
+
+import json
+
+from engine_helpers import ENGINE, read_summary, run_cli, write_config
+
+LABELS = [" positive", " negative", " neutral"]
+
+
+def _candidate_responses(reports) -> list[str]:
+    (items,) = list(reports.glob("*/paired_items.jsonl"))
+    rows = [json.loads(x) for x in items.read_text(encoding="utf-8").splitlines()[1:]]
+    return [r["candidate_response"] for r in rows]
+
+
+def test_choice_constraint_offline_and_served(tmp_path):
+    for mode in ("offline", "server"):
+        config = write_config(
+            tmp_path, f"structured-{mode}", {"mode": mode, "engine": dict(ENGINE)},
+            {"mode": mode, "engine": dict(ENGINE), "structured_output": {"choice": LABELS}},
+            tasks=[{"name": "tiny_reviews_gen", "metric": "exact_match"}], limit=100)
+        reports = tmp_path / f"reports-{mode}"
+        result = run_cli("ab", str(config), "--reports", str(reports))
+        assert result.returncode in (0, 1, 3), result.stdout + result.stderr
+        responses = _candidate_responses(reports)
+        assert len(responses) == 100 and set(responses) <= set(LABELS), set(responses)
+        summary = read_summary(reports)
+        assert summary["tasks"][0]["candidate_mean"] > 0.5

@@ -1,0 +1,105 @@
+"""Run directories with planted numbers, written by the suite's own writers.
+
+summary.json starts from the recorded real run (tests/fixtures/run_w4a16: its arms with
+effective engine configs, versions, model hashes and timings, and its config); the run
+id, date, tasks and verdict are replaced. paired_items.jsonl is written by
+`evals.run_record.write_run` from `PairedTask`s, exactly as a real run writes it.
+Used by the store and trend tests and by benchmarks/bench_store.py.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from evals.pairing import PairedTask
+from evals.run_record import read_summary, write_run
+from evals.samples import SampleRecord
+from evals.stats import tango_score_interval
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "run_w4a16"
+PROMPT = ("Review: the battery was average and the screen was {adjective} . it is what it is "
+          ".\nSentiment:")
+
+
+@dataclass(frozen=True)
+class PlantedTask:
+    """One task's paired 2x2 table: n items, accuracy, flips each way, A/A noise floor."""
+
+    name: str
+    n: int
+    correct_to_wrong: int
+    wrong_to_correct: int
+    accuracy: float = 0.7
+    noise_flips: int | None = None
+    verdict: str = "PASS"
+
+
+@lru_cache(maxsize=1)
+def _template() -> dict:
+    return read_summary(FIXTURE)
+
+
+def _records(task: PlantedTask, scores: np.ndarray, arm: str, text: bool) -> tuple:
+    records = []
+    for doc_id, score in enumerate(scores):
+        label = "positive" if score else "negative"
+        prompt = PROMPT.format(adjective=f"item{doc_id}") if text else ""
+        records.append(SampleRecord(
+            task=task.name, doc_id=doc_id, filter="none", metrics={"acc": float(score)},
+            doc_hash=f"{doc_id:08x}", prompt_hash=f"{doc_id:08x}", target="positive",
+            prediction=label, response=f" {label} ({arm})" if text else "", prompt=prompt))
+    return tuple(records)
+
+
+def paired_task(task: PlantedTask, rng: np.random.Generator, text: bool = True) -> PairedTask:
+    baseline = np.zeros(task.n)
+    baseline[rng.permutation(task.n)[: round(task.accuracy * task.n)]] = 1.0
+    candidate = baseline.copy()
+    correct, wrong = np.flatnonzero(baseline == 1), np.flatnonzero(baseline == 0)
+    candidate[rng.choice(correct, task.correct_to_wrong, replace=False)] = 0.0
+    candidate[rng.choice(wrong, task.wrong_to_correct, replace=False)] = 1.0
+    return PairedTask(task=task.name, metric="acc", filter="none",
+                      doc_ids=tuple(range(task.n)), baseline=baseline, candidate=candidate,
+                      baseline_records=_records(task, baseline, "baseline", text),
+                      candidate_records=_records(task, candidate, "candidate", text))
+
+
+def _task_entry(task: PlantedTask, paired: PairedTask) -> dict:
+    low, high = tango_score_interval(task.wrong_to_correct, task.correct_to_wrong, task.n, 0.9)
+    return {
+        "task": task.name, "metric": "acc", "filter": "none", "gated": True, "n": task.n,
+        "binary": True, "baseline_mean": float(paired.baseline.mean()),
+        "candidate_mean": float(paired.candidate.mean()),
+        "delta": (task.wrong_to_correct - task.correct_to_wrong) / task.n,
+        "ci_low": low, "ci_high": high, "ci_method": "Tango score interval (90%)",
+        "correct_to_wrong": task.correct_to_wrong, "wrong_to_correct": task.wrong_to_correct,
+        "flip_rate": (task.correct_to_wrong + task.wrong_to_correct) / task.n,
+        "noise_flips": task.noise_flips,
+        "noise_flip_rate": None if task.noise_flips is None else task.noise_flips / task.n,
+        "verdict": task.verdict, "reason": "planted", "labels": None, "lengths": None,
+    }
+
+
+def write_synthetic_run(run_dir: Path, *, run_id: str, created: str, tasks: list[PlantedTask],
+                        rng: np.random.Generator, config_name: str = "synthetic",
+                        text: bool = True) -> Path:
+    """Writes run_dir/summary.json and paired_items.jsonl; returns run_dir."""
+    summary = copy.deepcopy(_template())
+    paired = [paired_task(t, rng, text) for t in tasks]
+    entries = [_task_entry(t, p) for t, p in zip(tasks, paired)]
+    verdicts = {e["verdict"] for e in entries}
+    verdict = next((v for v in ("REGRESSION", "INCONCLUSIVE") if v in verdicts), "PASS")
+    summary.update(run_id=run_id, created=created, tasks=entries, verdict=verdict,
+                   exit_code={"PASS": 0, "REGRESSION": 1, "INCONCLUSIVE": 3}[verdict])
+    summary["config"] = dict(summary["config"], name=config_name)
+    for arm, info in summary["arms"].items():
+        info["tasks"] = {t.name: {"task": t.name, "key": hashlib.sha256(
+            f"{run_id}|{arm}|{t.name}".encode()).hexdigest()[:20]} for t in tasks}
+    write_run(Path(run_dir), summary, paired)
+    return Path(run_dir)
