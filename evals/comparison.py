@@ -270,7 +270,7 @@ def _default_metric(samples: ArmSamples, task: str) -> str:
 
 def run_compare(dir_a: Path, dir_b: Path, *, gate: GateConfig, seed: int = 1234,
                 metrics: dict[str, str] | None = None, reports_dir: Path = DEFAULT_REPORTS,
-                echo=print) -> tuple[ExitCode, Path]:
+                echo=print, store_root: Path | None = None) -> tuple[ExitCode, Path]:
     """Analyses two existing lm-eval --log_samples directories (baseline first)."""
     a, b = read_output_dir(dir_a), read_output_dir(dir_b)
     common = sorted(set(a.tasks()) & set(b.tasks()))
@@ -293,9 +293,12 @@ def run_compare(dir_a: Path, dir_b: Path, *, gate: GateConfig, seed: int = 1234,
     tasks = [TaskSpec(name=t, metric=metrics.get(t) or _default_metric(a, t)) for t in common]
     config_dump = {"baseline_dir": str(dir_a), "candidate_dir": str(dir_b), "seed": seed,
                    "gate": gate.model_dump(), "tasks": [t.model_dump() for t in tasks]}
-    return finish(kind="compare", run_dir=run_dir, tasks=tasks, gate=gate, seed=seed,
+    code = finish(kind="compare", run_dir=run_dir, tasks=tasks, gate=gate, seed=seed,
                   config_dump=config_dump, samples={"baseline": a, "candidate": b},
-                  manifests=manifests, echo=echo), run_dir
+                  manifests=manifests, echo=echo)
+    record_in_store(open_store(reports_dir, store_root), run_dir, kind="compare",
+                    deployment=None, echo=echo)
+    return code, run_dir
 
 
 def finish(*, kind: str, run_dir: Path, tasks: list[TaskSpec], gate: GateConfig, seed: int,

@@ -167,7 +167,11 @@ def open_backend(spec: ArmSpec, layout: ArmLayout, stack: ExitStack, progress_cl
     if spec.mode == "hf":
         from lm_eval.models.huggingface import HFLM
 
-        lm = HFLM(pretrained=spec.model, **dict(spec.engine))
+        import torch
+
+        kwargs = dict(spec.engine)
+        kwargs.setdefault("device", "cuda" if torch.cuda.is_available() else "cpu")
+        lm = HFLM(pretrained=spec.model, **kwargs)
         return Backend(lm=lm, effective_config=None, engine_start_seconds=time.time() - started,
                        description="Transformers, lm-eval `hf` backend")
     from evals.runner.server import SERVED_NAME, VllmServer

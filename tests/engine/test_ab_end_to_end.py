@@ -3,6 +3,7 @@ a real regression, a crashed arm resumed, and two `lm_eval --log_samples` direct
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -64,6 +65,13 @@ def test_aa_passes_and_a_killed_arm_resumes(tmp_path):
     assert {t["task"] for t in summary["tasks"]} == {"tiny_reviews_gen", "tiny_addition"}
     assert all(t["n"] == 300 for t in summary["tasks"])
     assert (run_dir / "report.html").exists() and (run_dir / "junit.xml").exists()
+    # the killed-and-resumed candidate equals the uninterrupted baseline (same config) item
+    # by item: same scores and the same generated text
+    rows = [json.loads(x) for x in
+            (run_dir / "paired_items.jsonl").read_text(encoding="utf-8").splitlines()[1:]]
+    assert len(rows) == 600
+    assert all(r["baseline"] == r["candidate"] and
+               r["baseline_response"] == r["candidate_response"] for r in rows)
 
 
 def test_mtp_prefix_runs_and_records_effective_configs(tmp_path):
