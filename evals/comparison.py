@@ -10,13 +10,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
 
 from evals.analysis import TaskAnalysis, analyse_task, noise_floor, task_rng
 from evals.arm_spec import ArmSpec, package_versions
-from evals.audit import run_audit
+from evals.audit import audit_resolved
 from evals.doctor import diagnose_config
 from evals.cache_stress import WARM_SUFFIX, WarmColdCheck, describe, warm_vs_cold
 from evals.drift import KIND as DRIFT_KIND
@@ -28,6 +29,7 @@ from evals.config import (DEFAULT_TASKS_DIR, REPO_ROOT, ABConfig, GateConfig, Ta
 from evals.errors import ExitCode, UserError
 from evals.pairing import PairedTask, pair_task
 from evals.run_record import build_summary, write_run
+from evals.runner.config_audit import resolve_arms
 from evals.runner.launch import run_arm
 from evals.runner.layout import ArmLayout
 from evals.samples import ArmSamples, read_output_dir
@@ -144,13 +146,17 @@ def _reuse(specs: dict[str, ArmSpec], store, echo) -> dict[str, dict[str, str]]:
     return reused
 
 
-def _run_arms(config: ABConfig, specs: dict[str, ArmSpec], echo) -> tuple[dict, dict]:
+def _run_arms(config: ABConfig, specs: dict[str, ArmSpec], echo,
+              audit: _AuditWhileStarting | None = None) -> tuple[dict, dict]:
     layouts = {}
     for name in specs:
         try:
-            layouts[name] = run_arm(specs[name], echo=echo)
+            layouts[name] = run_arm(specs[name], echo=echo,
+                                    go_file=audit.go_file if audit and not layouts else None)
         except UserError as exc:
             raise UserError(f"{config.source}: {exc}") from None
+        if audit is not None and len(layouts) == 1:
+            audit.join()  # a stop raises here, before any other arm starts
     manifests = {name: layouts[name].read_manifest() for name in specs}
     for name in specs:
         manifests[name]["tasks"] = {t: layouts[name].task_record(t) for t in specs[name].tasks}
@@ -163,22 +169,54 @@ def _speed_records(layouts: dict[str, ArmLayout], specs: dict[str, ArmSpec]) -> 
             for name in layouts}
 
 
-def preflight(config: ABConfig, specs: dict[str, ArmSpec] | None, *,
-              allow_undeclared: bool = False, echo=print) -> dict:
-    """Before any arm runs: the model doctor, then (for two arms) the config audit. Either
-    stops the run with a UserError; what they found goes into the summary."""
+def preflight(config: ABConfig, echo=print) -> dict:
+    """Before any arm starts: the model doctor. It stops the run with a UserError on errors;
+    what it found goes into the summary."""
     report = diagnose_config(config)
     for line in report.lines():
         echo(line)
     report.check()
-    result = {"doctor": report.to_dict(), "warnings": report.warning_lines()}
-    if specs is not None:
-        audit = run_audit(config, specs, allow_undeclared=allow_undeclared)
-        echo(audit.message())
-        audit.check()
-        result["audit"] = audit.to_dict()
-        result["warnings"] += audit.warning_lines()
-    return result
+    return {"doctor": report.to_dict(), "warnings": report.warning_lines(), "resolved": {}}
+
+
+def config_audit(config: ABConfig, specs: dict[str, ArmSpec], checks: dict, *,
+                 allow_undeclared: bool = False, echo=print) -> None:
+    """Both arms' effective engine configs, resolved without an engine, compared; a stop is
+    a UserError. Adds what it found to `checks`."""
+    resolved = resolve_arms({arm: specs[arm] for arm in ARMS})
+    audit = audit_resolved(config, resolved, allow_undeclared=allow_undeclared)
+    echo(audit.message())
+    audit.check()
+    checks["audit"] = audit.to_dict()
+    checks["warnings"] += audit.warning_lines()
+    checks["resolved"] = {arm: r.effective for arm, r in resolved.items()}
+
+
+class _AuditWhileStarting:
+    """The config audit in a thread while the first arm's engine starts: the worker runs no
+    item until the audit says go (`run_arm(go_file=...)`), so nothing is measured before the
+    audit passed, but its ~10 s of resolving overlap the engine start."""
+
+    def __init__(self, run_dir: Path, job):
+        self.go_file = run_dir / "arms" / ".audit-go"
+        self.go_file.parent.mkdir(parents=True, exist_ok=True)
+        self.go_file.unlink(missing_ok=True)
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(job,), daemon=True)
+        self._thread.start()
+
+    def _run(self, job) -> None:
+        try:
+            job()
+        except BaseException as exc:  # raised in the main thread by join()
+            self.error = exc
+        self.go_file.write_text("stop" if self.error else "go", encoding="utf-8")
+
+    def join(self) -> None:
+        self._thread.join()
+        self.go_file.unlink(missing_ok=True)
+        if self.error is not None:
+            raise self.error
 
 
 def run_ab(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, fresh: bool = False,
@@ -188,7 +226,7 @@ def run_ab(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, fresh: bool = 
     run_dir = Path(reports_dir) / run_id_for(config)
     specs = arm_specs(config, run_dir)
     check_arms_differ(config, specs)
-    checks = preflight(config, specs, allow_undeclared=allow_undeclared, echo=echo)
+    checks = preflight(config, echo=echo)
     store = open_store(reports_dir, store_root)
     if fresh:
         for spec in specs.values():
@@ -198,7 +236,14 @@ def run_ab(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, fresh: bool = 
         _reuse(specs, store, echo)
     echo(f"[evals] run {run_dir.name}: {len(config.tasks)} task(s), arms run one at a time")
     started = time.time()
-    layouts, manifests = _run_arms(config, specs, echo)
+    audit = _AuditWhileStarting(run_dir, lambda: config_audit(
+        config, specs, checks, allow_undeclared=allow_undeclared, echo=echo))
+    layouts, manifests = _run_arms(config, specs, echo, audit)
+    for name in ARMS:  # server arms: what the audit resolved, as `vllm serve` resolves it
+        if manifests[name].get("effective_engine_config") is None and \
+                checks["resolved"].get(name) is not None:
+            manifests[name]["effective_engine_config"] = checks["resolved"][name]
+            manifests[name]["effective_engine_config_source"] = "resolved before the run"
     check_effective_configs(config, manifests)
     tasks = [t.name for t in config.tasks]
     samples = {name: read_output_dir(layouts[name].lm_eval_dir, tasks) for name in specs}
@@ -230,7 +275,7 @@ def run_drift(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, echo=print,
         raise UserError(f"{config.source}: deployment `{deployment}` has no golden run in "
                         f"{store.root}; run `python -m evals ab {config.source}` (or a drift run) "
                         f"and pin it: `python -m evals pin RUN_ID --deployment {deployment}`.")
-    checks = preflight(config, None, echo=echo)
+    checks = preflight(config, echo=echo)
     arm = config.drift.arm
     golden_dir = golden_arm_dir(golden.source_dir, arm, deployment)
     run_dir = Path(reports_dir) / (run_id or drift_run_id(run_id_for(config)))
@@ -372,7 +417,8 @@ def finish(*, kind: str, run_dir: Path, tasks: list[TaskSpec], gate: GateConfig,
         warnings=warnings, speed=speedup, cache_stress=cache_checks)
     summary.update(extras)
     if preflight:
-        summary["preflight"] = {k: v for k, v in preflight.items() if k != "warnings"}
+        summary["preflight"] = {k: v for k, v in preflight.items()
+                                if k not in ("warnings", "resolved")}
     write_run(run_dir, summary, paired)
     from evals.report import write_reports  # rendering is the last step of the flow
     written = write_reports(run_dir)

@@ -129,15 +129,6 @@ def server_spec_decode(metrics_text: str) -> dict:
     return counters
 
 
-def _resolved_config(spec: ArmSpec) -> dict | None:
-    from evals.runner.config_audit import resolve_effective
-
-    try:
-        return resolve_effective(spec.model, dict(spec.engine), seed=spec.seed)
-    except Exception:  # recorded as unknown rather than failing a working server arm
-        return None
-
-
 def _completions_lm(spec: ArmSpec, base_url: str, model_name: str):
     from lm_eval.models.openai_completions import LocalCompletionsAPI
 
@@ -186,7 +177,7 @@ def open_backend(spec: ArmSpec, layout: ArmLayout, stack: ExitStack, progress_cl
                                                 seed=spec.seed))
         upstream, headers = server.base_url, {}
         description = f"`vllm serve` on {server.base_url}, lm-eval `local-completions` backend"
-        effective = _resolved_config(spec)
+        effective = None  # the parent's config audit resolved it, as `vllm serve` does
         read_spec = lambda: server_spec_decode(server.metrics_text())  # noqa: E731
     else:
         upstream = str(spec.serving["base_url"]).rstrip("/").removesuffix("/v1")

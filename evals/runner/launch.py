@@ -54,8 +54,14 @@ def terminate_with_parent() -> None:
         pass
 
 
-def run_arm(spec: ArmSpec, echo=print) -> ArmLayout:
-    """Runs (or resumes, or reuses) one arm. Raises RunFailed with the log's last lines."""
+GO_FILE_ENV = "EVALS_GO_FILE"
+
+
+def run_arm(spec: ArmSpec, echo=print, go_file: Path | None = None) -> ArmLayout:
+    """Runs (or resumes, or reuses) one arm. Raises RunFailed with the log's last lines.
+
+    With `go_file`, the worker starts its engine at once but runs no item before that
+    file says `go` (it stops if it says anything else): the config audit runs meanwhile."""
     layout = ArmLayout(Path(spec.output_dir))
     layout.root.mkdir(parents=True, exist_ok=True)
     layout.spec_path.write_text(spec.to_json() + "\n", encoding="utf-8")
@@ -68,7 +74,8 @@ def run_arm(spec: ArmSpec, echo=print) -> ArmLayout:
         proc = subprocess.Popen(
             [sys.executable, "-m", "evals.runner.worker", str(layout.spec_path)],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env=worker_env(spec), cwd=str(REPO_ROOT), text=True, errors="replace",
+            env={**worker_env(spec), **({GO_FILE_ENV: str(go_file)} if go_file else {})},
+            cwd=str(REPO_ROOT), text=True, errors="replace",
             start_new_session=True, preexec_fn=terminate_with_parent)
         try:
             assert proc.stdout is not None

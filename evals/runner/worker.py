@@ -10,6 +10,7 @@ vLLM actually used. Progress lines go to stdout with the prefix `[evals]`.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import time
@@ -21,7 +22,7 @@ from tqdm import tqdm
 from evals.arm_spec import ArmSpec
 from evals.atomic_files import write_json_atomic
 from evals.runner.backends import open_backend
-from evals.runner.launch import BAD_INPUT_PREFIX
+from evals.runner.launch import BAD_INPUT_PREFIX, GO_FILE_ENV
 from evals.pairing import pair_task
 from evals.runner.chunk_merge import merge_chunk_samples
 from evals.runner.layout import ArmLayout
@@ -146,6 +147,23 @@ def _look(spec: ArmSpec, layout: ArmLayout, task: str, order, n_items: int):
         raise SystemExit(f"{BAD_INPUT_PREFIX}{exc}") from None
 
 
+def _wait_for_go(spec: ArmSpec, timeout: float = 3600.0) -> bool:
+    """The launcher's go/stop decision (the config audit), if it asked for one."""
+    path = os.environ.get(GO_FILE_ENV)
+    if not path:
+        return True
+    deadline = time.time() + timeout
+    while not Path(path).exists():
+        if time.time() > deadline:
+            say(spec, "no go from the config audit; stopping before any item ran")
+            return False
+        time.sleep(0.2)
+    if Path(path).read_text(encoding="utf-8").strip() != "go":
+        say(spec, "stopped before any item ran: the config audit did not pass")
+        return False
+    return True
+
+
 def _stop_on_sigterm(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")  # unwinds the ExitStack: the server stops
 
@@ -183,6 +201,8 @@ def run(spec: ArmSpec) -> int:
             "model_hash": spec.model_hash,
             "engine_start_seconds": round(backend.engine_start_seconds, 3),
         })
+        if not _wait_for_go(spec):
+            return 0
         for index, task in enumerate(pending, 1):
             _run_task(spec, layout, backend, manager, task, f"{index}/{len(pending)}")
         manifest = layout.read_manifest()

@@ -92,3 +92,33 @@ def test_a_knob_that_silently_changes_other_engine_arguments_stops(tmp_path):
     names = {u.name for u in result.undeclared}
     assert {"max_num_batched_tokens", "max_num_seqs"} <= names
     assert all("although the arms do not set" in u.reason for u in result.undeclared)
+
+
+def test_ab_stops_before_any_item_and_the_override_is_recorded(tmp_path):
+    """`ab` end to end: the audit runs while the baseline engine starts; its stop exits 2
+    before any item ran. With --allow-undeclared-diff the run goes on and says so."""
+    import json
+
+    from engine_helpers import read_summary, run_cli
+
+    config = derived_config(tmp_path, "unaligned", {
+        "dtype": "bfloat16", "max_model_len": 1024, "enable_prefix_caching": True,
+        "max_num_seqs": 16}, ["enable_prefix_caching"])
+    text = yaml.safe_load(open(config.source, encoding="utf-8"))
+    text.update(limit=40, tasks=[{"name": "tiny_addition", "metric": "exact_match"}])
+    open(config.source, "w", encoding="utf-8").write(yaml.safe_dump(text))
+    stopped = run_cli("ab", config.source, "--reports", str(tmp_path / "reports"))
+    assert stopped.returncode == 2, stopped.stdout + stopped.stderr
+    assert "max_num_seqs" in stopped.stderr and config.source in stopped.stderr
+    assert "--allow-undeclared-diff" in stopped.stderr and "Traceback" not in stopped.stderr
+    assert not list((tmp_path / "reports").rglob("samples_*.jsonl"))  # no item ran
+    assert not list((tmp_path / "reports").rglob("candidate/worker.log"))
+
+    allowed = run_cli("ab", config.source, "--reports", str(tmp_path / "reports"),
+                      "--allow-undeclared-diff")
+    assert allowed.returncode in (0, 1, 3), allowed.stdout + allowed.stderr
+    summary = read_summary(tmp_path / "reports")
+    audit = summary["preflight"]["audit"]
+    assert audit["allow_undeclared"] is True
+    assert any("max_num_seqs" in w for w in summary["warnings"]), summary["warnings"]
+    assert json.dumps(summary).count("NOT DECLARED") >= 1
