@@ -1,4 +1,4 @@
-"""Sessions: ab, drift, compare, report (engine); plan, doctor, runs, pin, history (package
+"""Sessions: ab, canary, drift, compare, report (engine); plan, doctor, runs, pin, history (package
 only); tests, lint, bench, check_configs, build_model, model_card.
 
 Engine sessions install the engine stack once per virtualenv (pip, nox's default
@@ -74,6 +74,8 @@ def run_suite(session: nox.Session, *args: str) -> None:
 # stack; the others only this package (no lm-eval, no vLLM).
 ENGINE_COMMANDS = {
     "ab": "A/B run of a config (default: the embedded CPU MTP + prefix-caching config).",
+    "canary": "Fault canaries: CONFIG [--faults NAME[=RATE] ...]; exit 0 only if every harmful "
+              "fault is caught and no benign one is.",
     "drift": "Drift check of a deployment config against its pinned golden run (exit codes "
              "as ab).",
     "compare": "Analyse two existing lm-eval --log_samples directories: DIR_A DIR_B [options].",

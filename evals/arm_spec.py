@@ -93,6 +93,8 @@ class ArmSpec:
     lora_adapter: str | None = None
     adapter_hash: str = ""
     structured_output: dict | None = None
+    faults: tuple = ()
+    """Canary faults for this arm's engine: ({"name", "rate", ...}, ...), see evals.faults."""
     sequential: dict | None = None
     """Chunked run for early stop: {"chunk", "alpha", "margin", "metrics": {task: [metric,
     filter]}, "reference": the baseline's lm_eval dir (candidate only)}."""
@@ -117,6 +119,8 @@ class ArmSpec:
             payload["structured_output"] = self.structured_output
         if self.lora_adapter:
             payload["lora_adapter"] = [self.lora_adapter, self.adapter_hash]
+        if self.faults:  # a fault changes the outputs; no fault keeps the old keys
+            payload["faults"] = list(self.faults)
         if self.mode in ("server", "endpoint"):  # offline and hf arms have no serving settings
             payload["serving"] = self.serving
         if self.sequential:  # the chunk schedule changes the prompts of few-shot tasks
@@ -137,6 +141,7 @@ class ArmSpec:
                              f"suite understands ({SCHEMA_VERSION}); upgrade the suite.")
         data["tasks"] = tuple(data["tasks"])
         data["include_paths"] = tuple(data["include_paths"])
+        data["faults"] = tuple(data.get("faults", ()))
         return cls(**data)
 
     @classmethod

@@ -1,4 +1,7 @@
-"""Command line: `python -m evals {ab,compare,report,plan,doctor,check-engine-args,record,runs,pin,history}`.
+"""Command line of the accuracy-regression gate: `python -m evals COMMAND ...`.
+
+Commands: ab, canary, drift, compare, report, plan, doctor, check-engine-args, record,
+runs, pin, history.
 
 Exit codes: 0 pass, 1 regression, 2 bad input or usage, 3 inconclusive, 4 a run failed.
 Errors are one sentence on stderr; a traceback only with --debug.
@@ -50,6 +53,17 @@ def build_parser() -> argparse.ArgumentParser:
     ab.add_argument("--allow-undeclared-diff", action="store_true",
                     help="run although the config audit found differences between the arms "
                     "that `intended_change` does not declare (recorded in the report)")
+
+    can = sub.add_parser("canary", help="inject faults modeled on real vLLM bugs into the "
+                         "candidate and check that the gate catches them")
+    can.add_argument("config", nargs="?", default=DEFAULT_CONFIG,
+                     help=f"config YAML (default: {DEFAULT_CONFIG})")
+    can.add_argument("--faults", nargs="+", metavar="NAME[=RATE]",
+                     help="faults to inject (default: every fault that applies to what the "
+                     "candidate enables, plus benign_tie_noise)")
+    can.add_argument("--reports", default=None, help="reports directory (default: reports/)")
+    can.add_argument("--store", help="run store directory (default: $EVALS_STORE, else "
+                     "<reports>/store/)")
 
     dft = sub.add_parser("drift", help="rerun a deployment's arm and compare it with its "
                          "pinned golden run; EWMA chart over the drift runs")
@@ -149,6 +163,15 @@ def _dispatch(args: argparse.Namespace) -> int:
         code, _ = run_ab(config, Path(args.reports) if args.reports else DEFAULT_REPORTS,
                          fresh=args.fresh, store_root=Path(args.store) if args.store else None,
                          allow_undeclared=args.allow_undeclared_diff)
+        return int(code)
+    if args.command == "canary":
+        from evals.canary import parse_fault_args, run_canary
+        from evals.comparison import DEFAULT_REPORTS
+
+        config = load_config(args.config)
+        faults = parse_fault_args(args.faults) if args.faults else None
+        code, _ = run_canary(config, Path(args.reports) if args.reports else DEFAULT_REPORTS,
+                             faults=faults, store_root=Path(args.store) if args.store else None)
         return int(code)
     if args.command == "drift":
         from evals.comparison import DEFAULT_REPORTS, run_drift

@@ -27,6 +27,8 @@ from evals.reuse import reuse_finished_tasks
 from evals.config import (DEFAULT_TASKS_DIR, REPO_ROOT, ABConfig, GateConfig, TaskSpec,
                           check_local_models)
 from evals.errors import ExitCode, UserError
+from evals.faults.catalog import check_vllm_version, installed_vllm
+from evals.exercise import ExerciseReport, apply_exercise_gate, assess, declared_optimizations
 from evals.pairing import PairedTask, pair_task
 from evals.run_record import build_summary, write_run
 from evals.runner.config_audit import resolve_arms
@@ -66,7 +68,8 @@ def arm_specs(config: ABConfig, run_dir: Path) -> dict[str, ArmSpec]:
                      "api_key_env": arm.api_key_env,
                      "served_model_name": arm.served_model_name},
             cache_stress=arm.cache_stress, lora_adapter=arm.lora_adapter,
-            structured_output=arm.structured_output).with_fingerprint()
+            structured_output=arm.structured_output,
+            faults=tuple(f.model_dump() for f in arm.faults)).with_fingerprint()
     if config.sequential:
         gated = sum(1 for t in config.tasks if t.gate)
         plan = {"chunk": config.sequential.chunk, "margin": config.gate.margin,
@@ -83,7 +86,7 @@ def arm_specs(config: ABConfig, run_dir: Path) -> dict[str, ArmSpec]:
 
 
 def _arm_identity(spec: ArmSpec) -> tuple:
-    return (spec.model_hash, spec.adapter_hash, spec.mode,
+    return (spec.model_hash, spec.adapter_hash, spec.mode, json.dumps(spec.faults, sort_keys=True),
             json.dumps(spec.structured_output, sort_keys=True),
             json.dumps(spec.engine, sort_keys=True), json.dumps(spec.env, sort_keys=True))
 
@@ -92,7 +95,7 @@ def check_arms_differ(config: ABConfig, specs: dict[str, ArmSpec]) -> None:
     same = _arm_identity(specs["baseline"]) == _arm_identity(specs["candidate"])
     if same and not config.expect_identical_arms:
         raise UserError(f"{config.source}: arms.baseline and arms.candidate are identical (same "
-                        "model, adapter, mode, engine and env); set `expect_identical_arms: "
+                        "model, adapter, mode, faults, engine and env); set `expect_identical_arms: "
                         "true` for an A/A check, or change the candidate.")
     if not same and config.expect_identical_arms:
         raise UserError(f"{config.source}: `expect_identical_arms: true`, but the arms differ "
@@ -219,10 +222,21 @@ class _AuditWhileStarting:
             raise self.error
 
 
+def check_fault_support(config: ABConfig) -> None:
+    """Canary faults patch vLLM internals: refuse, before any engine starts, a vLLM version
+    they were not written for."""
+    if not any(config.arm(name).faults for name in ARMS):
+        return
+    problem = check_vllm_version(installed_vllm())
+    if problem:
+        raise UserError(f"{config.source}: faults cannot be injected: {problem}.")
+
+
 def run_ab(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, fresh: bool = False,
            echo=print, store_root: Path | None = None,
            allow_undeclared: bool = False) -> tuple[ExitCode, Path]:
     check_local_models(config)
+    check_fault_support(config)
     run_dir = Path(reports_dir) / run_id_for(config)
     specs = arm_specs(config, run_dir)
     check_arms_differ(config, specs)
@@ -245,6 +259,10 @@ def run_ab(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, fresh: bool = 
             manifests[name]["effective_engine_config"] = checks["resolved"][name]
             manifests[name]["effective_engine_config_source"] = "resolved before the run"
     check_effective_configs(config, manifests)
+    exercise = assess(declared_optimizations(config.arm("baseline").engine,
+                                             config.arm("candidate").engine),
+                      {name: manifests[name] for name in ARMS},
+                      {t.name: t.gate for t in config.tasks})
     tasks = [t.name for t in config.tasks]
     samples = {name: read_output_dir(layouts[name].lm_eval_dir, tasks) for name in specs}
     for name in ARMS:
@@ -259,7 +277,8 @@ def run_ab(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, fresh: bool = 
     code = finish(kind="ab", run_dir=run_dir, tasks=list(config.tasks), gate=config.gate,
                   seed=config.seed, config_dump=json.loads(config.model_dump_json()),
                   samples=samples, manifests=manifests, echo=echo,
-                  sequential=sequential, speed=_speed_records(layouts, specs), preflight=checks)
+                  sequential=sequential, speed=_speed_records(layouts, specs), preflight=checks,
+                  exercise=exercise)
     record_in_store(store, run_dir, kind="ab", deployment=deployment_name(config), echo=echo)
     return code, run_dir
 
@@ -268,6 +287,7 @@ def run_drift(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, echo=print,
               store_root: Path | None = None, run_id: str | None = None) -> tuple[ExitCode, Path]:
     """Reruns the deployment arm and compares it with the golden run (see evals.drift)."""
     check_local_models(config)
+    check_fault_support(config)
     store = open_store(reports_dir, store_root)
     deployment = deployment_name(config)
     golden = store.golden(deployment)
@@ -291,6 +311,8 @@ def run_drift(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, echo=print,
                "candidate": read_output_dir(layouts["candidate"].lm_eval_dir, tasks)}
     manifests["baseline"] = {"source": str(golden_dir), "golden_run": golden.run_id}
     history = history_points(store, deployment, tasks, exclude=run_dir.name)
+    exercise = assess(declared_optimizations({}, config.arm(arm).engine),
+                      {"candidate": manifests["candidate"]}, {t.name: t.gate for t in config.tasks})
 
     def chart(analyses, verdict):
         charts = chart_tasks(analyses, history, lam=config.drift.lam, L=config.drift.L)
@@ -300,7 +322,7 @@ def run_drift(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, echo=print,
     code = finish(kind=DRIFT_KIND, run_dir=run_dir, tasks=list(config.tasks), gate=config.gate,
                   seed=config.seed, config_dump=json.loads(config.model_dump_json()),
                   samples=samples, manifests=manifests, echo=echo, post_decide=chart,
-                  preflight=checks)
+                  preflight=checks, exercise=exercise)
     record_in_store(store, run_dir, kind=DRIFT_KIND, deployment=deployment, echo=echo)
     return code, run_dir
 
@@ -350,7 +372,8 @@ def finish(*, kind: str, run_dir: Path, tasks: list[TaskSpec], gate: GateConfig,
            config_dump: dict, samples: dict[str, ArmSamples], manifests: dict[str, dict],
            echo=print, sequential: dict | None = None,
            speed: dict[str, dict] | None = None, post_decide=None,
-           preflight: dict | None = None) -> ExitCode:
+           preflight: dict | None = None,
+           exercise: ExerciseReport | None = None) -> ExitCode:
     """`post_decide(analyses, verdict) -> (verdict, extra summary keys)`: a last say on the
     verdict (drift: the control chart)."""
     paired: list[PairedTask] = []
@@ -408,6 +431,9 @@ def finish(*, kind: str, run_dir: Path, tasks: list[TaskSpec], gate: GateConfig,
             rng=task_rng(seed, "speed"), confidence=1 - 2 * gate.alpha,
             min_speedup=gate.min_speedup)
         verdict = apply_speed_gate(verdict, speedup)
+    if exercise is not None:
+        verdict = apply_exercise_gate(verdict, exercise)
+        warnings.extend(exercise.warnings)
     extras: dict = {}
     if post_decide is not None:
         verdict, extras = post_decide(analyses, verdict)
@@ -416,6 +442,11 @@ def finish(*, kind: str, run_dir: Path, tasks: list[TaskSpec], gate: GateConfig,
         arms=manifests, sources={name: s.source for name, s in samples.items()},
         warnings=warnings, speed=speedup, cache_stress=cache_checks)
     summary.update(extras)
+    if exercise is not None:
+        summary["exercise"] = exercise.to_dict()
+    faults = {arm: m["faults"] for arm, m in manifests.items() if m.get("faults")}
+    if faults:
+        summary["faults"] = faults
     if preflight:
         summary["preflight"] = {k: v for k, v in preflight.items()
                                 if k not in ("warnings", "resolved")}

@@ -15,6 +15,7 @@ from pydantic import (BaseModel, ConfigDict, Field, ValidationError, field_valid
                       model_validator)
 
 from evals.errors import UserError
+from evals.faults.catalog import FAULTS, check_applies
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_TASKS_DIR = REPO_ROOT / "tasks"
@@ -31,6 +32,24 @@ class TaskSpec(_Strict):
     metric: str = Field("acc", description="metric whose per-item values are compared")
     filter: str | None = Field(None, description="lm-eval filter name; default: the task's first")
     gate: bool = Field(True, description="False: reported, but cannot fail the run")
+
+
+class FaultConfig(_Strict):
+    """A canary fault injected into this arm's engine (see evals.faults; tests the gate)."""
+
+    name: Literal[tuple(FAULTS)] = Field(description="the fault: " + ", ".join(FAULTS))
+    rate: float | None = Field(None, gt=0, le=1, description="share of requests or tokens it "
+                               "touches, chosen by a hash of their content; default per fault")
+    only_with_spec_decode: bool = Field(False, description="prefix_hit_overrun only: fire "
+                                        "only in an engine with speculative decoding on")
+
+    @model_validator(mode="after")
+    def _fill_rate(self) -> FaultConfig:
+        if self.only_with_spec_decode and self.name != "prefix_hit_overrun":
+            raise ValueError("`only_with_spec_decode` is an option of prefix_hit_overrun only")
+        if self.rate is None:
+            object.__setattr__(self, "rate", FAULTS[self.name].default_rate)
+        return self
 
 
 class ArmConfig(_Strict):
@@ -59,6 +78,8 @@ class ArmConfig(_Strict):
         "(vLLM LoRA: offline or server mode), e.g. against a merged checkpoint in the other arm")
     cache_stress: bool = Field(False, description="run the items twice in one engine: cold, "
                                "then warm in another order; warm vs cold is reported")
+    faults: list[FaultConfig] = Field(default_factory=list, description="canary faults "
+                                      "injected into this arm's engine (`nox -s canary`)")
 
     @model_validator(mode="after")
     def _mode_fits(self) -> ArmConfig:
@@ -74,6 +95,13 @@ class ArmConfig(_Strict):
             raise ValueError("`structured_output` needs a vLLM arm (offline, server or endpoint)")
         if self.lora_adapter and self.mode not in ("offline", "server"):
             raise ValueError("`lora_adapter` needs mode `offline` or `server` (vLLM serves it)")
+        names = [f.name for f in self.faults]
+        if len(set(names)) != len(names):
+            raise ValueError("a fault is listed twice under `faults`")
+        for fault in self.faults:
+            problem = check_applies(fault.model_dump(), self.engine, self.mode)
+            if problem:
+                raise ValueError(f"fault `{fault.name}` cannot apply to this arm: {problem}")
         return self
 
     @field_validator("env", mode="before")

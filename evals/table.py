@@ -12,6 +12,14 @@ def _items(t: dict) -> str:
     return f"{t['n']}/{looks['n_items']}" if looks else str(t["n"])
 
 
+def aligned(rows: list[tuple[str, ...]]) -> list[str]:
+    """Rows of cells as left-aligned columns; the first row is the header, ruled below."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return lines
+
+
 def render_table(summary: dict) -> str:
     header = ("task", "metric", "n", "baseline", "candidate", "delta pts [interval]",
               "c->w", "w->c", "p adj", "verdict")
@@ -23,9 +31,7 @@ def render_table(summary: dict) -> str:
             f"{_pts(t['delta'])} [{_pts(t['ci_low'])}, {_pts(t['ci_high'])}]",
             str(t["correct_to_wrong"]), str(t["wrong_to_correct"]),
             f"{t['regression_pvalue_adjusted']:.3g}", t["verdict"]))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines = aligned(rows)
     gate = summary["gate"]
     lines.append("")
     lines.append(f"VERDICT: {summary['verdict']} - {summary['reason']} "
@@ -33,4 +39,27 @@ def render_table(summary: dict) -> str:
                  f"{gate['correction']} correction; exit code {summary['exit_code']})")
     for t in summary["tasks"]:
         lines.append(f"  {t['task']}: {t['reason']}")
+    lines.extend(_exercise_lines(summary.get("exercise")))
     return "\n".join(lines)
+
+
+def _share(x) -> str:
+    return "-" if x is None else f"{x:.1%}"
+
+
+def _exercise_lines(exercise: dict | None) -> list[str]:
+    """What vLLM reports each arm did per task (evals.exercise)."""
+    if not exercise or not exercise.get("tasks"):
+        return []
+    lines = ["", "EXERCISED (what vLLM reports it did; declared by the candidate: "
+             f"{', '.join(exercise['declared']) or 'nothing the baseline lacks'}):"]
+    for r in exercise["tasks"]:
+        drafted = r.get("drafted_tokens")
+        draft = (f"draft acceptance {_share(r.get('acceptance'))} of {drafted:,.0f} tokens"
+                 if drafted else "no drafts")
+        lines.append(f"  {r['arm']}: {r['task']}: prefix-cache hits "
+                     f"{_share(r.get('cached_share'))} of prompt tokens, {draft}, "
+                     f"{r.get('preemptions') or 0:,.0f} preemptions")
+    if exercise.get("not_exercised"):
+        lines.append(f"  NOT EXERCISED: {' and '.join(exercise['not_exercised'])}")
+    return lines

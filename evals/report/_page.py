@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from evals.report._arms import ArmsSection, arms_section
+from evals.report._exercise import ExerciseSection, exercise_section
 from evals.report._flip_analysis import TaskFlips, task_flips
 from evals.report._flipped_items import FlippedItems, flipped_items
 from evals.report._forest_plot import ForestPlot, forest_plot
@@ -22,6 +23,7 @@ class ReportPage:
     flips: tuple[TaskFlips, ...]
     items: FlippedItems
     speed: SpeedSection | None
+    exercise: ExerciseSection | None
     arms: ArmsSection
     method: MethodSection
 
@@ -34,4 +36,5 @@ def build_page(summary: dict, rows: list[dict], max_flipped_items: int,
         banner=top, rows=task_rows(summary), forest=forest_plot(summary),
         flips=task_flips(summary),
         items=flipped_items(summary, rows, max_flipped_items, items_file_found),
-        speed=speed_section(summary), arms=arms_section(summary), method=method_section(summary))
+        speed=speed_section(summary), exercise=exercise_section(summary),
+        arms=arms_section(summary), method=method_section(summary))

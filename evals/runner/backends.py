@@ -34,7 +34,7 @@ class Backend:
     timings: list[dict] = field(default_factory=list)
     """Per-request {"ttft", "e2e", "output_tokens"} since the last `take_timings`."""
     take_proxy_timings: object = None
-    read_spec_decode: object = None
+    read_counters: object = None
     stats: dict = field(default_factory=lambda: {"generated_tokens": 0, "requests": 0,
                                                  "finish_reasons": {}})
 
@@ -48,11 +48,15 @@ class Backend:
         taken, self.timings = self.timings, []
         return taken
 
-    def spec_decode(self) -> dict:
+    def counters(self) -> dict:
+        """vLLM's cumulative counters (EXERCISE_COUNTERS); {} where the backend has none."""
         try:
-            return self.read_spec_decode() if self.read_spec_decode else {}
+            return self.read_counters() if self.read_counters else {}
         except Exception:  # metrics are optional; a missing collector must not fail the arm
             return {}
+
+    def spec_decode(self) -> dict:
+        return {k: v for k, v in self.counters().items() if k.startswith("vllm:spec_decode")}
 
 
 LORA_NAME = "evals-adapter"
@@ -108,23 +112,35 @@ def _instrument(llm, backend: Backend, progress_cls, structured: dict | None = N
     llm.generate = generate
 
 
-def _offline_spec_decode(llm) -> dict:
+# vLLM's counters that show an optimization engaged (prefix-cache hits in tokens, drafted
+# and accepted tokens, preemptions); read per task for the exercise evidence
+EXERCISE_COUNTERS = ("vllm:prefix_cache_queries", "vllm:prefix_cache_hits",
+                     "vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens",
+                     "vllm:spec_decode_num_accepted_tokens", "vllm:num_preemptions",
+                     "vllm:prompt_tokens", "vllm:generation_tokens")
+
+
+def _wanted(name: str) -> bool:
+    return name in EXERCISE_COUNTERS or name.startswith("vllm:spec_decode")
+
+
+def _offline_counters(llm) -> dict:
     counters: dict[str, float] = {}
     for metric in llm.get_metrics():
-        if metric.name.startswith("vllm:spec_decode") and hasattr(metric, "value"):
+        if _wanted(metric.name) and hasattr(metric, "value"):
             counters[metric.name] = counters.get(metric.name, 0.0) + float(metric.value)
     return counters
 
 
-def server_spec_decode(metrics_text: str) -> dict:
-    """Spec-decode counters from a Prometheus text page, named as offline (no `_total`)."""
+def server_counters(metrics_text: str) -> dict:
+    """vLLM's counters from a Prometheus text page, named as offline (no `_total`)."""
     from prometheus_client.parser import text_string_to_metric_families
 
     counters: dict[str, float] = {}
     for family in text_string_to_metric_families(metrics_text):
         for sample in family.samples:
-            if sample.name.startswith("vllm:spec_decode") and sample.name.endswith("_total"):
-                name = sample.name.removesuffix("_total")
+            name = sample.name.removesuffix("_total")
+            if sample.name.endswith("_total") and _wanted(name):
                 counters[name] = counters.get(name, 0.0) + float(sample.value)
     return counters
 
@@ -153,7 +169,7 @@ def open_backend(spec: ArmSpec, layout: ArmLayout, stack: ExitStack, progress_cl
                           engine_start_seconds=time.time() - started,
                           description="vLLM offline (LLM), lm-eval `vllm` backend")
         _instrument(lm.model, backend, progress_cls, spec.structured_output)
-        backend.read_spec_decode = lambda: _offline_spec_decode(lm.model)
+        backend.read_counters = lambda: _offline_counters(lm.model)
         return backend
     if spec.mode == "hf":
         from lm_eval.models.huggingface import HFLM
@@ -178,14 +194,14 @@ def open_backend(spec: ArmSpec, layout: ArmLayout, stack: ExitStack, progress_cl
         upstream, headers = server.base_url, {}
         description = f"`vllm serve` on {server.base_url}, lm-eval `local-completions` backend"
         effective = None  # the parent's config audit resolved it, as `vllm serve` does
-        read_spec = lambda: server_spec_decode(server.metrics_text())  # noqa: E731
+        read_counters = lambda: server_counters(server.metrics_text())  # noqa: E731
     else:
         upstream = str(spec.serving["base_url"]).rstrip("/").removesuffix("/v1")
         key_name = spec.serving.get("api_key_env")
         key = os.environ.get(key_name, "") if key_name else ""
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         name = spec.serving.get("served_model_name") or spec.model
-        effective, read_spec = None, None
+        effective, read_counters = None, None
         description = f"endpoint {upstream}, lm-eval `local-completions` backend"
     extra = ({"structured_outputs": spec.structured_output}
              if spec.structured_output is not None else None)
@@ -193,4 +209,4 @@ def open_backend(spec: ArmSpec, layout: ArmLayout, stack: ExitStack, progress_cl
     lm = _completions_lm(spec, proxy.base_url, name)
     return Backend(lm=lm, effective_config=effective,
                    engine_start_seconds=time.time() - started, description=description,
-                   take_proxy_timings=proxy.take_timings, read_spec_decode=read_spec)
+                   take_proxy_timings=proxy.take_timings, read_counters=read_counters)

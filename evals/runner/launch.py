@@ -17,6 +17,8 @@ from pathlib import Path
 
 from evals.arm_spec import ArmSpec
 from evals.errors import RunFailed, UserError
+from evals.faults.catalog import ENV_VAR as FAULTS_ENV
+from evals.faults.catalog import encode_env
 from evals.runner.layout import ArmLayout
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
@@ -28,8 +30,14 @@ def arm_is_complete(spec: ArmSpec) -> bool:
     return all(layout.task_done(t, spec.key_for(t)) for t in spec.tasks)
 
 
+FAULT_TALLY_ENV = "EVALS_FAULTS_TALLY"  # read by evals.faults.vllm_plugin
+
+
 def worker_env(spec: ArmSpec) -> dict[str, str]:
     env = dict(os.environ)
+    # a canary fault reaches only the arm that asked for it, never one inherited from the shell
+    env.pop(FAULTS_ENV, None)
+    env.pop(FAULT_TALLY_ENV, None)
     env.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     if Path(spec.model).is_dir():
         # a local model needs no hub; hub models (GPU configs) must be allowed to download.
@@ -40,6 +48,9 @@ def worker_env(spec: ArmSpec) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(
         [str(REPO_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env.update(spec.env)
+    if spec.faults:
+        env[FAULTS_ENV] = encode_env(list(spec.faults))
+        env[FAULT_TALLY_ENV] = str(ArmLayout(Path(spec.output_dir)).fault_tally_dir)
     return env
 
 

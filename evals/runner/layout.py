@@ -23,6 +23,7 @@ class ArmLayout:
         self.log_path = self.root / "worker.log"
         self.chunks_dir = self.root / "chunks"
         self.speed_dir = self.root / "speed"
+        self.fault_tally_dir = self.root / "fault_tally"
 
     def warm_layout(self) -> ArmLayout:
         """Cache stress: the warm pass's own chunks/ and lm_eval/ under <arm>/warm/."""
@@ -59,6 +60,18 @@ class ArmLayout:
 
     def mark_task_done(self, task: str, record: dict) -> None:
         write_json_atomic(self.task_marker(task), record)
+
+    def fault_tally(self) -> dict[str, int]:
+        """How often each canary fault fired in this arm's engine processes (summed)."""
+        total: dict[str, int] = {}
+        for path in sorted(self.fault_tally_dir.glob("*.json")):
+            try:
+                counts = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, json.JSONDecodeError):
+                continue
+            for name, n in counts.items():
+                total[name] = total.get(name, 0) + int(n)
+        return total
 
     def read_manifest(self) -> dict:
         if not self.manifest_path.exists():

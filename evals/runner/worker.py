@@ -211,6 +211,8 @@ def run(spec: ArmSpec) -> int:
             "spec_decode": backend.spec_decode(),
             "wall_seconds_last_run": round(time.time() - started, 3),
         })
+        if spec.faults:
+            manifest["faults"] = {"requested": list(spec.faults), "fired": layout.fault_tally()}
         layout.write_manifest(manifest)
     return 0
 
@@ -222,6 +224,7 @@ def _run_task(spec: ArmSpec, layout: ArmLayout, backend, manager, task: str,
     say(spec, f"task {position} {task} started")
     stats = backend.stats
     before = {"generated_tokens": stats["generated_tokens"], "requests": stats["requests"]}
+    counters_before = backend.counters()
     backend.take_timings()  # drop anything from before this task
     if spec.sequential:
         record = _run_chunked(spec, layout, backend.lm, manager, task)
@@ -231,8 +234,12 @@ def _run_task(spec: ArmSpec, layout: ArmLayout, backend, manager, task: str,
                   "task_hashes": results.get("task_hashes", {})}
     seconds = time.time() - task_started
     timings = backend.take_timings()
+    counters_after = backend.counters()
+    # what vLLM says it did on this task's items: the evidence that an optimization engaged
+    record["exercise"] = _counter_delta(counters_before, counters_after)
     if spec.cache_stress:
         record["warm_pass"] = _run_warm_pass(spec, layout, backend.lm, manager, task)
+        record["warm_pass"]["exercise"] = _counter_delta(counters_after, backend.counters())
         backend.take_timings()  # the warm pass is not part of the speed comparison
     if timings:
         write_json_atomic(layout.speed_file(task), {"schema_version": 1, "task": task,
@@ -245,6 +252,10 @@ def _run_task(spec: ArmSpec, layout: ArmLayout, backend, manager, task: str,
         "timed_requests": len(timings), **record,
     })
     say(spec, f"task {position} {task} done in {seconds:.0f} s")
+
+
+def _counter_delta(before: dict, after: dict) -> dict:
+    return {name: after[name] - before.get(name, 0.0) for name in sorted(after)}
 
 
 def main(argv: list[str]) -> int:

@@ -91,6 +91,20 @@ def test_mtp_prefix_runs_and_records_effective_configs(tmp_path):
     assert cand["cache.enable_prefix_caching"] is True
     assert cand["speculative.method"] == "mtp"
     assert summary["arms"]["candidate"]["spec_decode"]["vllm:spec_decode_num_draft_tokens"] > 0
+    # exercise evidence per arm and task, from vLLM's own counters: with the CPU default
+    # block (128 tokens) the ~330-token shared-prefix prompts reuse one cached block, the
+    # short addition prompts none
+    rows = {(r["arm"], r["task"]): r for r in summary["exercise"]["tasks"]}
+    assert summary["exercise"]["declared"] == ["prefix caching", "speculative decoding"]
+    shared = rows[("candidate", "tiny_reviews_shared_prefix")]
+    assert 0.2 < shared["cached_share"] < 0.9 and shared["drafted_tokens"] > 0
+    assert rows[("candidate", "tiny_addition")]["cached_tokens"] == 0
+    assert rows[("candidate", "tiny_addition")]["acceptance"] > 0.5
+    assert all(rows[("baseline", t)]["cached_tokens"] == 0 and not rows[("baseline", t)][
+        "drafted_tokens"] for t in ("tiny_reviews_shared_prefix", "tiny_addition"))
+    assert summary["exercise"]["not_exercised"] == []
+    assert "task tiny_addition: prefix caching did not engage" in result.stdout
+    assert "EXERCISED" in result.stdout and "draft acceptance" in result.stdout
     for arm in ("baseline", "candidate"):
         versions = summary["arms"][arm]["versions"]
         assert {"vllm", "lm-eval", "torch"} <= set(versions)

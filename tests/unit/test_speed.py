@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evals.runner.backends import server_spec_decode
+from evals.runner.backends import server_counters
 from evals.runner.server import LOOPBACK, serve_arguments
 from evals.speed import arm_speed, compare_speed
 
@@ -67,7 +67,7 @@ def test_only_tasks_timed_in_both_arms_count_and_none_without_any():
     assert single.tpot_speedup is None and "fewer than two" in single.note
 
 
-def test_server_spec_decode_counters_from_prometheus_text():
+def test_server_exercise_counters_from_prometheus_text():
     text = """# HELP vllm:spec_decode_num_draft_tokens_total Number of draft tokens.
 # TYPE vllm:spec_decode_num_draft_tokens_total counter
 vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="evals-arm"} 250.0
@@ -77,9 +77,17 @@ vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="evals-arm"} 20
 # HELP vllm:num_requests_running Number of requests.
 # TYPE vllm:num_requests_running gauge
 vllm:num_requests_running{engine="0",model_name="evals-arm"} 0.0
+# HELP vllm:prefix_cache_hits_total Prefix cache hits, in terms of number of cached tokens.
+# TYPE vllm:prefix_cache_hits_total counter
+vllm:prefix_cache_hits_total{engine="0",model_name="evals-arm"} 640.0
+# HELP vllm:prefix_cache_queries_total Prefix cache queries, in terms of number of queried tokens.
+# TYPE vllm:prefix_cache_queries_total counter
+vllm:prefix_cache_queries_total{engine="0",model_name="evals-arm"} 1000.0
 """
-    assert server_spec_decode(text) == {"vllm:spec_decode_num_draft_tokens": 250.0,
-                                        "vllm:spec_decode_num_accepted_tokens": 200.0}
+    assert server_counters(text) == {"vllm:spec_decode_num_draft_tokens": 250.0,
+                                     "vllm:spec_decode_num_accepted_tokens": 200.0,
+                                     "vllm:prefix_cache_hits": 640.0,
+                                     "vllm:prefix_cache_queries": 1000.0}
 
 
 def test_serve_arguments_spell_engine_args_as_vllm_flags_on_loopback():

@@ -1,0 +1,65 @@
+"""The Exercise section: did each optimization the candidate declares actually engage?
+Built from `summary["exercise"]` (evals.exercise); runs without it show nothing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from evals.report import _formatting as fmt
+
+
+@dataclass(frozen=True, slots=True)
+class ExerciseRow:
+    arm: str
+    task: str
+    cached: str
+    drafted: str
+    acceptance: str
+    preemptions: str
+
+
+@dataclass(frozen=True, slots=True)
+class FaultRow:
+    arm: str
+    fault: str
+    rate: str
+    fired: str
+
+
+@dataclass(frozen=True, slots=True)
+class ExerciseSection:
+    declared: str
+    kv_cache_dtype: str
+    not_exercised: str | None
+    rows: tuple[ExerciseRow, ...]
+    faults: tuple[FaultRow, ...]
+
+
+def _share(x) -> str:
+    return f"{float(x):.1%}" if fmt.finite(x) else fmt.MISSING
+
+
+def _count(x) -> str:
+    return f"{float(x):,.0f}" if fmt.finite(x) else fmt.MISSING
+
+
+def exercise_section(summary: dict) -> ExerciseSection | None:
+    data = summary.get("exercise")
+    if not data:
+        return None
+    rows = tuple(ExerciseRow(
+        arm=str(r["arm"]), task=str(r["task"]) + ("" if r.get("gated", True) else " (not gated)"),
+        cached=(f"{_share(r.get('cached_share'))} ({_count(r.get('cached_tokens'))} of "
+                f"{_count(r.get('queried_tokens'))} tokens)"),
+        drafted=_count(r.get("drafted_tokens")), acceptance=_share(r.get("acceptance")),
+        preemptions=_count(r.get("preemptions"))) for r in data.get("tasks", []))
+    faults = tuple(FaultRow(arm=str(arm), fault=str(f.get("name")), rate=str(f.get("rate")),
+                            fired=_count(record.get("fired", {}).get(f.get("name"), 0)))
+                   for arm, record in (summary.get("faults") or {}).items()
+                   for f in record.get("requested", []))
+    kv = ", ".join(f"{arm}: {dtype}" for arm, dtype in (data.get("kv_cache_dtype") or {}).items())
+    missing = data.get("not_exercised") or []
+    return ExerciseSection(
+        declared=", ".join(data.get("declared") or []) or "none (nothing the baseline lacks)",
+        kv_cache_dtype=kv or fmt.MISSING,
+        not_exercised=" and ".join(missing) if missing else None, rows=rows, faults=faults)
