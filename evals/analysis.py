@@ -13,11 +13,12 @@ import zlib
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 from scipy import stats as sps
 
 from evals import stats
 from evals.pairing import PairedTask
-from evals.sequential_plan import SequentialSummary
+from evals.sequential_plan import SEQUENTIAL_SHARE, SequentialSummary
 
 MAX_CLASS_LABELS = 12
 POWER_FOR_MDE = 0.8
@@ -81,6 +82,10 @@ class TaskAnalysis:
     noise_flips: int | None = None
     sequential: SequentialSummary | None = None
     """Interim looks of an opt-in sequential run; None for fixed-sample runs."""
+    clusters: int | None = None
+    """Clusters of a clustered task (`cluster:`); its tests are then cluster-robust."""
+    design_effect: float | None = None
+    """Variance inflation from the clustering, (clustered SE / i.i.d. SE)^2."""
 
 
 def task_rng(seed: int, task: str) -> np.random.Generator:
@@ -88,30 +93,39 @@ def task_rng(seed: int, task: str) -> np.random.Generator:
     return np.random.default_rng([seed, zlib.crc32(task.encode())])
 
 
+def _label_codes(raw: list[str], code_of: dict[str, int], other: int) -> np.ndarray:
+    """Codes of raw labels after strip().lower(); normalised once per distinct value
+    (pandas' hash-based factorize), not once per item."""
+    index, uniques = pd.factorize(np.asarray(raw, dtype=object))
+    lookup = np.array([code_of.get(str(u).strip().lower(), other) for u in uniques] or [other],
+                      dtype=np.intp)
+    return lookup[index]
+
+
 def _labels(paired: PairedTask) -> LabelAnalysis | None:
-    targets = [r.target.strip().lower() for r in paired.baseline_records]
-    categories = sorted(set(targets))
+    raw_targets = [r.target for r in paired.baseline_records]
+    targets = {str(t).strip().lower() for t in set(raw_targets)}
+    categories = sorted(targets)
     choices = paired.baseline_records[0].choices
     if choices:
         categories = [c.strip().lower() for c in choices]
     if not 2 <= len(categories) <= MAX_CLASS_LABELS or paired.n < 5 * len(categories):
         return None
-    other = "(other)"
-    cats = tuple(categories) + (other,)
+    cats = tuple(categories) + ("(other)",)
 
-    def norm(values):
-        return [v if v in categories else other for v in values]
-
-    pred_b = norm([r.prediction.strip().lower() for r in paired.baseline_records])
-    pred_c = norm([r.prediction.strip().lower() for r in paired.candidate_records])
-    targets = norm(targets)
-    cm_b = stats.confusion_matrix(targets, pred_b, cats)
-    cm_c = stats.confusion_matrix(targets, pred_c, cats)
-    pcb = stats.per_class_accuracy(targets, pred_b, cats)
-    pcc = stats.per_class_accuracy(targets, pred_c, cats)
-    mh = stats.marginal_homogeneity(pred_b, pred_c, cats)
-    share_b = np.array([pred_b.count(c) for c in cats], dtype=float) / paired.n
-    share_c = np.array([pred_c.count(c) for c in cats], dtype=float) / paired.n
+    code_of = {c: i for i, c in enumerate(cats)}
+    other = len(categories)  # the statistics take codes 0..k-1
+    pred_b = _label_codes([r.prediction for r in paired.baseline_records], code_of, other)
+    pred_c = _label_codes([r.prediction for r in paired.candidate_records], code_of, other)
+    targets = _label_codes(raw_targets, code_of, other)
+    index = tuple(range(len(cats)))
+    cm_b = stats.confusion_matrix(targets, pred_b, index)
+    cm_c = stats.confusion_matrix(targets, pred_c, index)
+    pcb = stats.per_class_accuracy(targets, pred_b, index)
+    pcc = stats.per_class_accuracy(targets, pred_c, index)
+    mh = stats.marginal_homogeneity(pred_b, pred_c, index)
+    share_b = np.bincount(pred_b, minlength=len(cats)) / paired.n
+    share_c = np.bincount(pred_c, minlength=len(cats)) / paired.n
     return LabelAnalysis(
         categories=cats,
         confusion_baseline=tuple(tuple(int(x) for x in row) for row in cm_b),
@@ -147,9 +161,61 @@ def noise_floor(rerun: PairedTask) -> tuple[float, int]:
     return changed / rerun.n, changed
 
 
+def _mde(n: int, discordance: float, alpha: float, margin: float) -> tuple[float | None,
+                                                                        str | None]:
+    """The exact McNemar test's minimum detectable drop, or why there is none."""
+    if discordance <= 0:
+        return None, "no item changed between the arms, so the discordance is 0"
+    try:
+        return stats.mde_paired(n, discordance, alpha, POWER_FOR_MDE, method="exact"), None
+    except ValueError:
+        pass
+    try:
+        needed = stats.items_needed_for_drop(margin, min(max(discordance, margin), 0.999),
+                                             alpha, POWER_FOR_MDE, method="exact")
+        more = f"; about {needed} items are needed to detect a drop of {margin * 100:.1f} pts"
+    except ValueError:
+        more = ""
+    return None, (f"with {n} items and {discordance:.1%} of them changing, no drop is "
+                  f"detectable with {POWER_FOR_MDE:.0%} power{more}")
+
+
+def _clustered(paired: PairedTask, base: dict, clusters, alpha: float,
+               margin: float) -> TaskAnalysis:
+    """A 0/1 task with clustered items: cluster-robust t-tests, interval and MDE."""
+    counts = stats.flip_counts(paired.baseline, paired.candidate)
+    test = stats.clustered_paired_test(paired.candidate - paired.baseline, clusters, margin,
+                                       alpha)
+    ci = test.confidence_interval(1 - 2 * alpha)
+    mde, mde_note = None, None
+    if test.standard_error > 0:
+        mde = float((sps.norm.isf(alpha) + sps.norm.isf(1 - POWER_FOR_MDE))
+                    * test.standard_error)
+    else:
+        mde_note = "no item changed between the arms, so the discordance is 0"
+    name = (f"cluster-robust t-test, one-sided ({test.n_clusters} clusters, design effect "
+            f"{test.design_effect:.2f})")
+    return TaskAnalysis(
+        **base, binary=True, ci_low=ci.low, ci_high=ci.high,
+        ci_method=f"cluster-robust t interval ({1 - 2 * alpha:.0%}, {test.n_clusters} clusters)",
+        regression_pvalue=test.pvalue_regression, regression_test=name,
+        noninferiority_pvalue=test.pvalue_noninferiority,
+        noninferiority_test=f"cluster-robust t-test at margin {margin:g}",
+        correct_to_wrong=counts.correct_to_wrong, wrong_to_correct=counts.wrong_to_correct,
+        flip_rate=float(counts.flip_rate), mde=mde, mde_note=mde_note, degenerate=None,
+        clusters=test.n_clusters, design_effect=test.design_effect)
+
+
 def analyse_task(paired: PairedTask, *, gated: bool, alpha: float, margin: float, seed: int,
                  n_resamples: int, noise: tuple[float, int] | None = None,
-                 sequential: SequentialSummary | None = None) -> TaskAnalysis:
+                 sequential: SequentialSummary | None = None,
+                 clusters=None) -> TaskAnalysis:
+    """`clusters`: one label per item (evals.clusters) for a 0/1 task whose items are
+    grouped; its tests, interval and MDE are then cluster-robust."""
+    if sequential is not None and not sequential.stopped_early:
+        # the looks spent SEQUENTIAL_SHARE of alpha: the fixed tests, their interval and
+        # MDE are at the rest (evals.verdict scales the p-values to compare with alpha)
+        alpha = alpha * (1 - SEQUENTIAL_SHARE)
     boot = stats.paired_bootstrap(paired.baseline, paired.candidate, rng=task_rng(seed, paired.task),
                                   n_resamples=n_resamples, confidence_level=1 - 2 * alpha)
     base = dict(task=paired.task, metric=paired.metric, filter=paired.filter, gated=gated,
@@ -160,24 +226,14 @@ def analyse_task(paired: PairedTask, *, gated: bool, alpha: float, margin: float
                 labels=_labels(paired), lengths=_lengths(paired),
                 noise_flip_rate=None if noise is None else noise[0],
                 noise_flips=None if noise is None else noise[1], sequential=sequential)
+    if paired.is_binary and clusters is not None:
+        return _clustered(paired, base, clusters, alpha, margin)
     if paired.is_binary:
         counts = stats.flip_counts(paired.baseline, paired.candidate)
         mcnemar = stats.mcnemar_exact_from_counts(counts, alternative="less")
         tango = stats.tango_noninferiority_from_counts(counts, margin, alpha)
         ci = tango.confidence_interval(1 - 2 * alpha)
-        mde, mde_note = None, None
-        discordance = counts.flip_rate
-        if discordance > 0:
-            try:
-                mde = stats.mde_paired(paired.n, discordance, alpha, POWER_FOR_MDE)
-            except ValueError:
-                needed = stats.items_needed_for_drop(margin, max(discordance, margin), alpha,
-                                                     POWER_FOR_MDE)
-                mde_note = (f"with {paired.n} items and {discordance:.1%} of them changing, no "
-                            f"drop is detectable with {POWER_FOR_MDE:.0%} power; about {needed} "
-                            f"items are needed to detect a drop of {margin * 100:.1f} pts")
-        else:
-            mde_note = "no item changed between the arms, so the discordance is 0"
+        mde, mde_note = _mde(paired.n, float(counts.flip_rate), alpha, margin)
         return TaskAnalysis(
             **base, binary=True, ci_low=ci.low, ci_high=ci.high,
             ci_method=f"Tango score interval ({1 - 2 * alpha:.0%})",

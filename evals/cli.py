@@ -27,12 +27,13 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(int(ExitCode.BAD_INPUT))
 
 
-def _metric_pairs(values: list[str]) -> dict[str, str]:
+def _metric_pairs(values: list[str], flag: str = "--metric", what: str = "METRIC"
+                  ) -> dict[str, str]:
     out = {}
     for value in values:
         task, sep, metric = value.partition("=")
         if not sep or not task or not metric:
-            raise UserError(f"--metric takes TASK=METRIC, got {value!r}.")
+            raise UserError(f"{flag} takes TASK={what}, got {value!r}.")
         out[task] = metric
     return out
 
@@ -81,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument("--margin", type=float, default=0.02,
                       help="non-inferiority margin in accuracy units (0.02 = 2 points)")
     cmp_.add_argument("--metric", action="append", default=[], metavar="TASK=METRIC")
+    cmp_.add_argument("--cluster", action="append", default=[], metavar="TASK=FIELD",
+                      help="a document field grouping the task's items (e.g. a passage id): "
+                      "cluster-robust tests and intervals")
     cmp_.add_argument("--seed", type=int, default=1234)
     cmp_.add_argument("--reports", default=None)
 
@@ -190,6 +194,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             raise UserError(f"--alpha/--margin: {exc.errors()[0]['msg']}.") from None
         code, _ = run_compare(Path(args.baseline_dir), Path(args.candidate_dir), gate=gate,
                               seed=args.seed, metrics=_metric_pairs(args.metric),
+                              clusters=_metric_pairs(args.cluster, "--cluster", "FIELD"),
                               reports_dir=Path(args.reports) if args.reports else DEFAULT_REPORTS)
         return int(code)
     if args.command == "report":

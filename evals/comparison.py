@@ -29,6 +29,8 @@ from evals.config import (DEFAULT_TASKS_DIR, REPO_ROOT, ABConfig, GateConfig, Ta
 from evals.errors import ExitCode, UserError
 from evals.faults.catalog import check_vllm_version, installed_vllm
 from evals.exercise import ExerciseReport, apply_exercise_gate, assess, declared_optimizations
+from evals.clusters import cluster_ids
+from evals.metric_scale import normalise_metric
 from evals.pairing import PairedTask, pair_task
 from evals.run_record import build_summary, write_run
 from evals.runner.config_audit import resolve_arms
@@ -39,6 +41,7 @@ from evals.sequential_plan import (first_items, item_order, look_alpha,
                                    sequential_for_task)
 from evals.speed import compare_speed
 from evals.table import render_table
+from evals.task_warnings import task_warnings
 from evals.verdict import apply_speed_gate, decide
 
 ARMS = ("baseline", "candidate")
@@ -337,7 +340,8 @@ def _default_metric(samples: ArmSamples, task: str) -> str:
 
 def run_compare(dir_a: Path, dir_b: Path, *, gate: GateConfig, seed: int = 1234,
                 metrics: dict[str, str] | None = None, reports_dir: Path = DEFAULT_REPORTS,
-                echo=print, store_root: Path | None = None) -> tuple[ExitCode, Path]:
+                echo=print, store_root: Path | None = None,
+                clusters: dict[str, str] | None = None) -> tuple[ExitCode, Path]:
     """Analyses two existing lm-eval --log_samples directories (baseline first)."""
     a, b = read_output_dir(dir_a), read_output_dir(dir_b)
     common = sorted(set(a.tasks()) & set(b.tasks()))
@@ -353,11 +357,14 @@ def run_compare(dir_a: Path, dir_b: Path, *, gate: GateConfig, seed: int = 1234,
     manifests = {"baseline": {"source": str(dir_a), "lm_eval_config": a.lm_eval_config},
                  "candidate": {"source": str(dir_b), "lm_eval_config": b.lm_eval_config}}
     metrics = metrics or {}
-    unknown = sorted(set(metrics) - set(common))
-    if unknown:
-        raise UserError(f"--metric names task(s) {', '.join(unknown)} that the directories do "
-                        f"not hold (they hold {', '.join(common)}).")
-    tasks = [TaskSpec(name=t, metric=metrics.get(t) or _default_metric(a, t)) for t in common]
+    clusters = clusters or {}
+    for flag, named in (("--metric", metrics), ("--cluster", clusters)):
+        unknown = sorted(set(named) - set(common))
+        if unknown:
+            raise UserError(f"{flag} names task(s) {', '.join(unknown)} that the directories "
+                            f"do not hold (they hold {', '.join(common)}).")
+    tasks = [TaskSpec(name=t, metric=metrics.get(t) or _default_metric(a, t),
+                      cluster=clusters.get(t)) for t in common]
     config_dump = {"baseline_dir": str(dir_a), "candidate_dir": str(dir_b), "seed": seed,
                    "gate": gate.model_dump(), "tasks": [t.model_dump() for t in tasks]}
     code = finish(kind="compare", run_dir=run_dir, tasks=tasks, gate=gate, seed=seed,
@@ -383,6 +390,8 @@ def finish(*, kind: str, run_dir: Path, tasks: list[TaskSpec], gate: GateConfig,
     for spec in tasks:
         p = pair_task(samples["baseline"], samples["candidate"], spec.name, spec.metric,
                       spec.filter, baseline_superset=sequential is not None)
+        p = normalise_metric(p, scale=spec.scale, metric_type=spec.metric_type,
+                             where=str(run_dir.name))
         paired.append(p)
         looks = None
         if sequential is not None:
@@ -397,21 +406,25 @@ def finish(*, kind: str, run_dir: Path, tasks: list[TaskSpec], gate: GateConfig,
             rerun = pair_task(samples["baseline"], samples[RERUN], spec.name, spec.metric,
                               p.filter)  # both ran the full item set
             noise = noise_floor(rerun)
+        clusters = cluster_ids(p, spec.cluster, str(run_dir.name)) if spec.cluster else None
         analyses.append(analyse_task(p, gated=spec.gate, alpha=gate.alpha, margin=gate.margin,
                                      seed=seed, n_resamples=gate.bootstrap_resamples,
-                                     noise=noise, sequential=looks))
+                                     noise=noise, sequential=looks, clusters=clusters))
         for arm in ARMS:
             if arm + WARM not in samples:
                 continue
-            cold_warm = pair_task(samples[arm], samples[arm + WARM], spec.name, spec.metric,
-                                  p.filter)
+            cold_warm = normalise_metric(
+                pair_task(samples[arm], samples[arm + WARM], spec.name, spec.metric, p.filter),
+                scale=spec.scale, metric_type=spec.metric_type, where=str(run_dir.name))
             check = warm_vs_cold(arm, cold_warm)
             cache_checks.append(check)
             if check.outputs_changed:
                 warnings.append(describe(check))
             if arm == "candidate":
-                warm = pair_task(samples["baseline"], samples[arm + WARM], spec.name,
-                                 spec.metric, p.filter)
+                warm = normalise_metric(
+                    pair_task(samples["baseline"], samples[arm + WARM], spec.name, spec.metric,
+                              p.filter), scale=spec.scale, metric_type=spec.metric_type,
+                    where=str(run_dir.name))
                 warm = replace(warm, task=spec.name + WARM_SUFFIX)
                 paired.append(warm)
                 analyses.append(analyse_task(
@@ -422,7 +435,9 @@ def finish(*, kind: str, run_dir: Path, tasks: list[TaskSpec], gate: GateConfig,
         if hb and hc and hb != hc:
             warnings.append(f"task {spec.name}: lm-eval task hashes differ between arms "
                             f"({hb[:12]} vs {hc[:12]})")
-    verdict = decide(analyses, alpha=gate.alpha, margin=gate.margin, correction=gate.correction)
+    warnings.extend(task_warnings(analyses))
+    verdict = decide(analyses, alpha=gate.alpha, margin=gate.margin, correction=gate.correction,
+                     pooled=gate.pooled)
     speedup = None
     if speed:
         speedup = compare_speed(

@@ -32,6 +32,14 @@ class TaskSpec(_Strict):
     metric: str = Field("acc", description="metric whose per-item values are compared")
     filter: str | None = Field(None, description="lm-eval filter name; default: the task's first")
     gate: bool = Field(True, description="False: reported, but cannot fail the run")
+    scale: float | None = Field(None, gt=0, description="the metric's full scale (1 or 100); "
+                                "default: detected from the values")
+    cluster: str | None = Field(None, description="a document field that groups items (e.g. "
+                                "a passage id): the tests, intervals and MDE become cluster-"
+                                "robust and the report shows the design effect")
+    metric_type: Literal["auto", "binary", "continuous"] = Field(
+        "auto", description="binary: 0/1 per item (McNemar, Tango); continuous: paired "
+        "t-tests; auto: binary when every value is 0/1")
 
 
 class FaultConfig(_Strict):
@@ -123,6 +131,9 @@ class GateConfig(_Strict):
                           description="non-inferiority margin in accuracy units (0.02 = 2 points)")
     correction: Literal["holm", "none"] = "holm"
     bootstrap_resamples: int = Field(10_000, ge=100)
+    pooled: bool = Field(False, description="also gate on one exact stratified McNemar test "
+                         "over all gated 0/1 tasks (in the Holm family with the per-task "
+                         "tests): catches small drops spread over tasks that no task shows")
     min_speedup: float | None = Field(
         None, gt=0, description="required candidate speedup (mean time per output token, "
         "baseline / candidate): missed when its interval lies below, undecided when it straddles")

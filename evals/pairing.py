@@ -26,6 +26,8 @@ class PairedTask:
     candidate: np.ndarray
     baseline_records: tuple[SampleRecord, ...]
     candidate_records: tuple[SampleRecord, ...]
+    binary: bool | None = None
+    """Set by evals.metric_scale (declared or checked); None: decided from the values."""
 
     @property
     def n(self) -> int:
@@ -33,6 +35,8 @@ class PairedTask:
 
     @property
     def is_binary(self) -> bool:
+        if self.binary is not None:
+            return self.binary
         values = np.concatenate([self.baseline, self.candidate])
         return bool(np.all((values == 0) | (values == 1)))
 

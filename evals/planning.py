@@ -1,8 +1,10 @@
 """`python -m evals plan`: how many items a comparison needs, or what it can detect.
 
 Paired binary metrics; the discordance is the share of items whose correctness differs
-between the arms (from an A/A or an earlier A/B run: flips / items). Sizes use Connor
-(1987) for a drop and Nam (1997) for non-inferiority (see evals.stats.power).
+between the arms (from an A/A or an earlier A/B run: flips / items). Items for a drop and
+the minimum detectable drop come from the exact conditional McNemar test's power, the test
+the gate runs (Connor's 1987 normal approximation is shown beside them: it is optimistic);
+non-inferiority uses Nam (1997) (see evals.stats.power).
 """
 
 from __future__ import annotations
@@ -20,15 +22,18 @@ def plan(*, discordance: float, alpha: float, power: float, drop: float | None =
     lines = [f"discordance {discordance:.1%}, alpha {alpha:g} (one-sided), power {power:.0%}"]
     try:
         if drop is not None:
-            n = stats.items_needed_for_drop(drop, discordance, alpha, power)
-            lines.append(f"to detect a drop of {drop * 100:.1f} pts: {n} items (exact McNemar gate)")
+            n = stats.items_needed_for_drop(drop, discordance, alpha, power, method="exact")
+            approx = stats.items_needed_for_drop(drop, discordance, alpha, power)
+            lines.append(f"to detect a drop of {drop * 100:.1f} pts: {n} items (exact McNemar "
+                         f"test, the gate's; Connor's normal approximation says {approx})")
         if margin is not None:
             n = stats.items_needed_for_noninferiority(margin, discordance, alpha, power)
             lines.append(f"to show non-inferiority at margin {margin * 100:.1f} pts when nothing "
                          f"changed on average: {n} items (Tango score test)")
         if items is not None:
-            mde = stats.mde_paired(items, discordance, alpha, power)
-            lines.append(f"with {items} items the minimum detectable drop is {mde * 100:.2f} pts")
+            mde = stats.mde_paired(items, discordance, alpha, power, method="exact")
+            lines.append(f"with {items} items the minimum detectable drop is {mde * 100:.2f} pts "
+                         "(exact McNemar test)")
     except ValueError as exc:
         raise UserError(str(exc)) from None
     return lines

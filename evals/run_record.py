@@ -69,6 +69,7 @@ def build_summary(*, kind: str, run_id: str, config: dict, analyses: list[TaskAn
         "warnings": warnings,
         "speed": _plain(speed),
         "cache_stress": [dict(_plain(c), disagreement=c.disagreement) for c in cache_stress],
+        "pooled": _plain(verdict.pooled),
     }
 
 

@@ -35,6 +35,8 @@ class SampleRecord:
     response: str
     prompt: str
     choices: tuple[str, ...] = ()
+    doc: dict | None = None
+    """lm-eval's document (its fields, e.g. a passage id for `cluster:`), when it logged one."""
 
     @property
     def key(self) -> tuple[str, int, str]:
@@ -106,7 +108,8 @@ def _record(task: str, raw: dict, where: str) -> SampleRecord:
             task=task, doc_id=int(raw["doc_id"]), filter=str(raw.get("filter", "none")),
             metrics=metrics, doc_hash=str(raw["doc_hash"]), prompt_hash=str(raw["prompt_hash"]),
             target=_text(target), prediction=prediction.strip(), response=response,
-            prompt=prompt, choices=choices)
+            prompt=prompt, choices=choices,
+            doc=raw.get("doc") if isinstance(raw.get("doc"), dict) else None)
     except KeyError as exc:
         raise UserError(f"{where}: a sample lacks the field {exc.args[0]!r}; is this an lm-eval "
                         "--log_samples file?") from None

@@ -22,7 +22,7 @@ def aligned(rows: list[tuple[str, ...]]) -> list[str]:
 
 def render_table(summary: dict) -> str:
     header = ("task", "metric", "n", "baseline", "candidate", "delta pts [interval]",
-              "c->w", "w->c", "p adj", "verdict")
+              "c->w", "w->c", "p drop adj", "verdict")
     rows = [header]
     for t in summary["tasks"]:
         rows.append((
@@ -39,6 +39,13 @@ def render_table(summary: dict) -> str:
                  f"{gate['correction']} correction; exit code {summary['exit_code']})")
     for t in summary["tasks"]:
         lines.append(f"  {t['task']}: {t['reason']}")
+    pooled = summary.get("pooled")
+    if pooled:
+        role = "gates the run" if pooled["gates"] else "reported only; `gate.pooled: true` gates"
+        lines.append(f"  pooled over {len(pooled['tasks'])} gated tasks ({role}): "
+                     f"{pooled['correct_to_wrong']} correct->wrong vs {pooled['wrong_to_correct']}"
+                     f" wrong->correct, exact stratified McNemar p={pooled['pvalue']:.3g}"
+                     + (f", p adj={pooled['pvalue_adjusted']:.3g}" if pooled["gates"] else ""))
     lines.extend(_exercise_lines(summary.get("exercise")))
     return "\n".join(lines)
 

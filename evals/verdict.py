@@ -53,6 +53,20 @@ class TaskVerdict:
 
 
 @dataclass(frozen=True, slots=True)
+class PooledVerdict:
+    """The exact stratified McNemar test over the gated binary tasks (evals.stats.pooled)."""
+
+    tasks: tuple[str, ...]
+    correct_to_wrong: int
+    wrong_to_correct: int
+    pvalue: float
+    pvalue_adjusted: float
+    """Holm-adjusted together with the per-task tests when it gates, else as is."""
+    gates: bool
+    significant: bool
+
+
+@dataclass(frozen=True, slots=True)
 class RunVerdict:
     verdict: Verdict
     tasks: tuple[TaskVerdict, ...]
@@ -60,6 +74,7 @@ class RunVerdict:
     margin: float
     correction: str
     reason: str
+    pooled: PooledVerdict | None = None
 
     @property
     def exit_code(self) -> ExitCode:
@@ -80,7 +95,12 @@ def _noise(a: TaskAnalysis) -> str:
 
 
 def _reason(a: TaskAnalysis, verdict: Verdict, p_adj: float, alpha: float, margin: float) -> str:
-    return _verdict_reason(a, verdict, p_adj, alpha, margin) + _noise(a)
+    level = ""
+    if a.sequential is not None:  # reached its full item set undecided: the fixed tests ran
+        level = (f" (sequential run: the fixed tests, interval and MDE are at level "
+                 f"{alpha * (1 - SEQUENTIAL_SHARE):g}, the interim looks spent the rest of "
+                 f"alpha; p-values are scaled to compare with {alpha:g})")
+    return _verdict_reason(a, verdict, p_adj, alpha, margin) + level + _noise(a)
 
 
 def _verdict_reason(a: TaskAnalysis, verdict: Verdict, p_adj: float, alpha: float,
@@ -91,10 +111,11 @@ def _verdict_reason(a: TaskAnalysis, verdict: Verdict, p_adj: float, alpha: floa
                 f"p={p_adj:.3g} after correction < alpha={alpha:g}")
     if verdict is Verdict.PASS:
         return (f"delta {_points(a.delta)}, interval [{_points(a.ci_low)}, {_points(a.ci_high)}] "
-                f"lies above -{margin * 100:.1f} pts; non-inferior (p={a.noninferiority_pvalue:.3g})")
+                f"lies above -{margin * 100:.1f} pts; non-inferior ({a.noninferiority_test} "
+                f"p={a.noninferiority_pvalue:.3g})")
     mde = (f"the smallest drop these {a.n} items detect with 80% power is "
            f"{a.mde * 100:.1f} pts" if a.mde is not None else (a.mde_note or "no MDE"))
-    return (f"no significant drop (p={p_adj:.3g}), but the interval "
+    return (f"no significant drop ({a.regression_test} p adj={p_adj:.3g}), but the interval "
             f"[{_points(a.ci_low)}, {_points(a.ci_high)}] reaches below the margin "
             f"-{margin * 100:.1f} pts; {mde}")
 
@@ -120,7 +141,10 @@ def _sequential_reason(a: TaskAnalysis, verdict: Verdict, p_adj: float, alpha: f
 
 
 def decide(analyses: list[TaskAnalysis], *, alpha: float, margin: float,
-           correction: str = "holm") -> RunVerdict:
+           correction: str = "holm", pooled: bool = False) -> RunVerdict:
+    """`pooled`: the stratified McNemar test over the gated binary tasks joins the Holm
+    family of the per-task tests (k + 1 hypotheses, family-wise level alpha), and its
+    rejection is a REGRESSION of the run. Without it, it is reported only."""
     gated = [a for a in analyses if a.gated]
     sequential_run = any(a.sequential is not None for a in analyses)
     # a sequential run spends SEQUENTIAL_SHARE of alpha on its looks (Bonferroni over the
@@ -129,10 +153,26 @@ def decide(analyses: list[TaskAnalysis], *, alpha: float, margin: float,
     look_scale = len(gated) / SEQUENTIAL_SHARE if gated else 1.0
     full = [a for a in gated if not _stopped(a)]
     pvalues = np.array([a.regression_pvalue for a in full], dtype=float)
-    if correction == "holm" and len(full) > 1:
-        adjusted = stats.holm(pvalues, alpha=alpha).pvalues_adjusted
+    pool = [a for a in gated if a.binary]
+    pooled_test = stats.pooled_mcnemar([stats.FlipCounts(
+        n=a.n, both_correct=0, both_wrong=0, correct_to_wrong=a.correct_to_wrong,
+        wrong_to_correct=a.wrong_to_correct) for a in pool]) \
+        if len(pool) > 1 and not sequential_run else None
+    gates_pooled = pooled and pooled_test is not None
+    family = np.append(pvalues, pooled_test.pvalue) if gates_pooled else pvalues
+    if correction == "holm" and len(family) > 1:
+        family_adjusted = stats.holm(family, alpha=alpha).pvalues_adjusted
     else:
-        adjusted = pvalues
+        family_adjusted = family
+    adjusted = family_adjusted[:len(full)]
+    pooled_verdict = None
+    if pooled_test is not None:
+        p_pooled = float(family_adjusted[-1]) if gates_pooled else pooled_test.pvalue
+        pooled_verdict = PooledVerdict(
+            tasks=tuple(a.task for a in pool), correct_to_wrong=pooled_test.statistic,
+            wrong_to_correct=pooled_test.discordant - pooled_test.statistic,
+            pvalue=pooled_test.pvalue, pvalue_adjusted=p_pooled, gates=gates_pooled,
+            significant=p_pooled < alpha)
     adjusted_by_task = {a.task: min(1.0, float(p) * fixed_scale) for a, p in zip(full, adjusted)}
     adjusted_by_task.update({a.task: min(1.0, a.sequential.pvalue_regression * look_scale)
                              for a in gated if _stopped(a)})
@@ -164,12 +204,20 @@ def decide(analyses: list[TaskAnalysis], *, alpha: float, margin: float,
     elif any(t.verdict is Verdict.REGRESSION for t in gated_verdicts):
         names = [t.task for t in gated_verdicts if t.verdict is Verdict.REGRESSION]
         overall, reason = Verdict.REGRESSION, f"regression in {', '.join(names)}"
+    elif pooled_verdict is not None and pooled_verdict.gates and pooled_verdict.significant:
+        overall, reason = Verdict.REGRESSION, (
+            f"pooled regression over {len(pooled_verdict.tasks)} gated tasks: "
+            f"{pooled_verdict.correct_to_wrong} correct->wrong vs "
+            f"{pooled_verdict.wrong_to_correct} wrong->correct, exact stratified McNemar "
+            f"p adj={pooled_verdict.pvalue_adjusted:.3g} < alpha={alpha:g} (no single task "
+            "shows it)")
     elif any(t.verdict is Verdict.INCONCLUSIVE for t in gated_verdicts):
         names = [t.task for t in gated_verdicts if t.verdict is Verdict.INCONCLUSIVE]
         overall, reason = Verdict.INCONCLUSIVE, f"cannot show non-inferiority for {', '.join(names)}"
     else:
         overall, reason = Verdict.PASS, "every gated task is non-inferior at the margin"
-    return RunVerdict(overall, tuple(task_verdicts), alpha, margin, correction, reason)
+    return RunVerdict(overall, tuple(task_verdicts), alpha, margin, correction, reason,
+                      pooled_verdict)
 
 
 def apply_speed_gate(verdict: RunVerdict, speed) -> RunVerdict:

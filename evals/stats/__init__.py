@@ -25,6 +25,8 @@ from .binary import (
     mcnemar_exact_from_counts,
 )
 from .bootstrap import BootstrapResult, paired_bootstrap
+from .clustered import ClusteredPairedResult, clustered_paired_test
+from .pooled import PooledMcNemarResult, pooled_mcnemar
 from .control_chart import CusumChartResult, EwmaChartResult, cusum_chart, ewma_chart
 from .intervals import ConfidenceInterval
 from .labels import (
@@ -67,6 +69,10 @@ from .validation import (
 )
 
 __all__ = [
+    "ClusteredPairedResult",
+    "clustered_paired_test",
+    "PooledMcNemarResult",
+    "pooled_mcnemar",
     "BootstrapResult",
     "ClusteredStandardError",
     "ConfidenceInterval",

@@ -29,22 +29,32 @@ def _codes(labels: Any, categories: tuple[Any, ...], n: int | None, name: str) -
     """Index of each label in ``categories``; ValueError naming the first unknown label."""
     if isinstance(labels, (str, bytes)):
         raise ValueError(f"{name} must be a sequence of labels, one per item; got a string.")
+    if isinstance(labels, np.ndarray) and labels.dtype.kind in "iu" and \
+            categories == tuple(range(len(categories))):
+        # already codes (0..k-1): checked in bulk, no per-item lookups
+        if n is not None and labels.size != n:
+            raise ValueError(f"{name} has {labels.size} labels but there are {n} items; give "
+                             "one label per item.")
+        outside = (labels < 0) | (labels >= len(categories))
+        if outside.any():
+            i = int(np.argmax(outside))
+            raise ValueError(f"{name} has the label {labels[i]!r} at index {i}, which is not "
+                             f"one of the categories {list(categories)!r}.")
+        return labels.astype(np.intp)
     values = list(labels)  # not via numpy, which would coerce mixed labels to strings
     if n is not None and len(values) != n:
         raise ValueError(
             f"{name} has {len(values)} labels but there are {n} items; give one label per item."
         )
     lookup = {category: code for code, category in enumerate(categories)}
-    codes = np.empty(len(values), dtype=np.intp)
-    for i, label in enumerate(values):
-        code = lookup.get(label)
-        if code is None:
-            raise ValueError(
-                f"{name} has the label {label!r} at index {i}, which is not one of the "
-                f"categories {list(categories)!r}; add it to categories or fix the label."
-            )
-        codes[i] = code
-    return codes
+    raw = list(map(lookup.get, values))  # one dict lookup per item, no per-item numpy writes
+    if None in raw:
+        i = raw.index(None)
+        raise ValueError(
+            f"{name} has the label {values[i]!r} at index {i}, which is not one of the "
+            f"categories {list(categories)!r}; add it to categories or fix the label."
+        )
+    return np.array(raw, dtype=np.intp)
 
 
 def _paired_codes(first: Any, second: Any, categories: Any, names: tuple[str, str]):

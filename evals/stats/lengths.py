@@ -137,12 +137,12 @@ def empty_output_shift(
         if isinstance(texts, (str, bytes)):
             raise ValueError(f"{name} must be a sequence of output strings, not a single string.")
         texts = list(texts)
-        for i, text in enumerate(texts):
-            if not isinstance(text, str):
-                raise ValueError(
-                    f"{name} has a {type(text).__name__} at index {i}; "
-                    "every output must be a string (use '' for no output)."
-                )
+        if not set(map(type, texts)) <= {str}:
+            i, text = next((i, t) for i, t in enumerate(texts) if not isinstance(t, str))
+            raise ValueError(
+                f"{name} has a {type(text).__name__} at index {i}; "
+                "every output must be a string (use '' for no output)."
+            )
         flags.append(np.array([not t.strip() for t in texts], dtype=bool))
     base, cand = as_paired_binary(flags[0], flags[1], ("texts_baseline", "texts_candidate"))
     return _share_shift(base, cand)

@@ -48,9 +48,15 @@ def _z_alpha(alpha: float, two_sided: bool) -> float:
     return float(stats.norm.isf(alpha / 2.0 if two_sided else alpha))
 
 
-def _check_drop(drop: float, discordance: float) -> tuple[float, float]:
+def _check_drop(drop: float, discordance: float, *, allow_total: bool = False
+                ) -> tuple[float, float]:
+    """`allow_total`: the exact test also takes a drop and a discordance of 1 (every item
+    flips correct -> wrong), the shape of a total regression."""
+    if allow_total and drop == 1.0 and discordance == 1.0:
+        return 1.0, 1.0
     drop = check_margin(drop, "drop")
-    discordance = check_probability(discordance, "discordance")
+    discordance = 1.0 if allow_total and discordance == 1.0 else \
+        check_probability(discordance, "discordance")
     if drop > discordance:
         raise ValueError(
             f"a drop of {drop} needs at least that much discordance (share of items that "
@@ -93,17 +99,21 @@ def mcnemar_power(
     The test is one-sided (the regression direction) unless ``two_sided``.
     """
     n = check_positive_int(n, "n")
-    drop, discordance = _check_drop(drop, discordance)
+    drop, discordance = _check_drop(drop, discordance, allow_total=method == "exact")
     alpha = check_alpha(alpha)
-    if method not in POWER_METHODS:
-        raise ValueError(
-            f"method must be one of {', '.join(map(repr, POWER_METHODS))}; got {method!r}."
-        )
-    if method == "exact":
+    if _check_method(method) == "exact":
         return _exact_power(n, drop, discordance, alpha, two_sided)
     spread = math.sqrt(discordance - drop**2)
     z = (drop * math.sqrt(n) - _z_alpha(alpha, two_sided) * math.sqrt(discordance)) / spread
     return float(stats.norm.cdf(z))
+
+
+def _check_method(method: str) -> str:
+    if method not in POWER_METHODS:
+        raise ValueError(
+            f"method must be one of {', '.join(map(repr, POWER_METHODS))}; got {method!r}."
+        )
+    return method
 
 
 def items_needed_for_drop(
@@ -113,17 +123,33 @@ def items_needed_for_drop(
     power: float = 0.8,
     *,
     two_sided: bool = False,
+    method: str = "normal",
 ) -> int:
-    """Items needed for the McNemar gate to flag ``drop`` with the given power (Connor 1987).
+    """Items needed for the McNemar gate to flag ``drop`` with the given power.
 
-    ``discordance`` is the expected share of items that change correctness between the
-    engines, e.g. measured from a baseline-vs-baseline rerun plus the expected flips.
+    ``method='normal'``: Connor's (1987) closed form. ``method='exact'``: the smallest n
+    from which on the exact conditional test reaches the power (its power is a sawtooth in
+    n, so the search starts at Connor's n and walks to the first n whose power and that of
+    the next 20 sizes all reach it). ``discordance`` is the expected share of items that
+    change correctness between the engines, e.g. from an A/A rerun plus the expected flips.
     """
     drop, discordance = _check_drop(drop, discordance)
     alpha, power = check_alpha(alpha), check_power(power)
+    _check_method(method)
     z_a, z_b = _z_alpha(alpha, two_sided), float(stats.norm.isf(1.0 - power))
     root = z_a * math.sqrt(discordance) + z_b * math.sqrt(discordance - drop**2)
-    return max(1, math.ceil((root / drop) ** 2))
+    n = max(1, math.ceil((root / drop) ** 2))
+    if method == "normal":
+        return n
+
+    def reaches(m: int) -> bool:
+        return _exact_power(m, drop, discordance, alpha, two_sided) >= power
+
+    while n > 1 and reaches(n - 1):  # Connor overshoots rarely; step back while it holds
+        n -= 1
+    while not all(reaches(m) for m in range(n, n + 21)):
+        n += 1
+    return n
 
 
 def mde_paired(
@@ -133,15 +159,45 @@ def mde_paired(
     power: float = 0.8,
     *,
     two_sided: bool = False,
+    method: str = "normal",
 ) -> float:
-    """Minimum detectable accuracy drop for ``n`` paired items (Connor 1987, solved for delta).
+    """Minimum detectable accuracy drop for ``n`` paired items.
 
+    ``method='normal'``: Connor (1987) solved for delta. ``method='exact'``: the smallest
+    drop at which the exact conditional McNemar test reaches ``power`` (bisection on its
+    power, which grows with the drop at fixed discordance); a discordance of 1 is allowed.
     Raises ValueError when even a drop equal to the discordance (every changed item
     getting worse) would not reach the requested power.
     """
     n = check_positive_int(n, "n")
-    discordance = check_probability(discordance, "discordance")
     alpha, power = check_alpha(alpha), check_power(power)
+    if _check_method(method) == "exact":
+        discordance = 1.0 if discordance == 1.0 else check_probability(discordance,
+                                                                       "discordance")
+        if _exact_power(n, discordance, discordance, alpha, two_sided) < power:
+            raise ValueError(
+                f"{n} items are too few to reach power {power} at discordance {discordance}: "
+                "even a drop equal to the discordance is not detectable; add items."
+            )
+        low, high = 0.0, discordance
+        if discordance < 1.0:  # Connor's drop brackets the exact one closely: fewer steps
+            try:
+                guess = mde_paired(n, discordance, alpha, power, two_sided=two_sided)
+            except ValueError:
+                guess = discordance
+            if _exact_power(n, min(1.25 * guess, discordance), discordance, alpha,
+                            two_sided) >= power:
+                high = min(1.25 * guess, discordance)
+            if _exact_power(n, 0.9 * guess, discordance, alpha, two_sided) < power:
+                low = 0.9 * guess
+        while high - low > 1e-6:
+            mid = (low + high) / 2.0
+            if _exact_power(n, mid, discordance, alpha, two_sided) >= power:
+                high = mid
+            else:
+                low = mid
+        return float(high)
+    discordance = check_probability(discordance, "discordance")
     z_a, z_b = _z_alpha(alpha, two_sided), float(stats.norm.isf(1.0 - power))
 
     def excess(delta: float) -> float:

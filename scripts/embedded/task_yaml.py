@@ -36,6 +36,25 @@ def reviews(**_kwargs) -> datasets.DatasetDict:
 
 def addition(**_kwargs) -> datasets.DatasetDict:
     return _load("addition")
+
+
+PASSAGES = 300
+QUESTIONS = 4  # per passage
+
+
+def review_passages(**_kwargs) -> datasets.DatasetDict:
+    """Several questions per passage (for `cluster: passage_id`): each of the first 300
+    test reviews is asked four times, after 0 to 3 labelled examples (the last three test
+    reviews), so the answers about one review are correlated."""
+    test = [dict(row) for row in datasets.Dataset.from_json(str(DATA / "reviews_test.jsonl"))]
+    shots = [f"Review: {r['text']}\\nSentiment: {r['label']}\\n\\n" for r in test[-3:]]
+    rows = []
+    for passage, review in enumerate(test[:PASSAGES]):
+        for question in range(QUESTIONS):
+            rows.append({"passage_id": f"p{passage:03d}", "question": question,
+                         "shots": "".join(shots[:question]), "text": review["text"],
+                         "label": review["label"]})
+    return datasets.DatasetDict({"test": datasets.Dataset.from_list(rows)})
 '''
 
 _GEN_KWARGS = {"until": ["\n"], "max_gen_toks": 8, "do_sample": False, "temperature": 0.0}
@@ -79,6 +98,19 @@ def task_configs(prefix: str) -> dict[str, dict]:
             "generation_kwargs": _GEN_KWARGS,
             "filter_list": _STRIP,
             "metric_list": _EXACT,
+        },
+        "tiny_reviews_passages": {
+            "tag": ["embedded_tiny"],
+            "task": "tiny_reviews_passages",
+            "custom_dataset": "!function data_loader.review_passages",
+            "test_split": "test",
+            "output_type": "generate_until",
+            "doc_to_text": "{{shots}}Review: {{text}}\nSentiment:",
+            "doc_to_target": "{{label}}",
+            "generation_kwargs": _GEN_KWARGS,
+            "filter_list": _STRIP,
+            "metric_list": _EXACT,
+            "metadata": {"version": TASK_VERSION},
         },
         "tiny_addition": {
             "tag": ["embedded_tiny"],

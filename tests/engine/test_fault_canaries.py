@@ -141,19 +141,27 @@ def test_interaction_fault_changes_answers_only_with_prefix_caching_and_mtp(shar
 
 def test_prefix_caching_on_prompts_shorter_than_a_block_is_not_exercised(tmp_path):
     """tiny_reviews_gen's prompts are far shorter than the CPU default block (128 tokens):
-    prefix caching cannot hit, so the run must not PASS."""
+    prefix caching cannot hit, so the run must not PASS. The same run carries the bundled
+    passage task (four questions per review) analysed with `cluster: passage_id`."""
+    passages = {"name": "tiny_reviews_passages", "metric": "exact_match",
+                "cluster": "passage_id", "gate": False}
     config = write_config(tmp_path, "short-prompts", {"engine": {**ENGINE, **NO_PC}},
                           {"engine": {**ENGINE, **PC}},
-                          tasks=[{"name": "tiny_reviews_gen", "metric": "exact_match"}],
-                          limit=100, intended_change=["enable_prefix_caching"])
+                          tasks=[{"name": "tiny_reviews_gen", "metric": "exact_match"},
+                                 passages],
+                          limit=200, intended_change=["enable_prefix_caching"])
     result = run_cli("ab", str(config), "--reports", str(tmp_path / "reports"))
     assert result.returncode == 3, result.stdout[-3000:] + result.stderr[-3000:]
     (summary_path,) = (tmp_path / "reports").glob("*/summary.json")
     summary = json.loads(summary_path.read_text())
     assert summary["verdict"] == "INCONCLUSIVE" and summary["reason"].startswith("not exercised")
     assert summary["exercise"]["not_exercised"] == ["prefix caching"]
-    (row,) = [r for r in summary["exercise"]["tasks"] if r["arm"] == "candidate"]
+    (row,) = [r for r in summary["exercise"]["tasks"]
+              if r["arm"] == "candidate" and r["task"] == "tiny_reviews_gen"]
     assert row["cached_tokens"] == 0 and row["queried_tokens"] > 0
+    clustered = next(t for t in summary["tasks"] if t["task"] == "tiny_reviews_passages")
+    assert clustered["clusters"] == 50 and clustered["design_effect"] is not None
+    assert clustered["regression_test"].startswith("cluster-robust t-test")
     assert "NOT EXERCISED: prefix caching" in result.stdout
     html = (summary_path.parent / "report.html").read_text(encoding="utf-8")
     assert "Not exercised" in html

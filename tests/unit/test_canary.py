@@ -7,9 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import numpy as np
 import pytest
-from scipy import stats
+from reference_power import exact_mcnemar_power
 
 from evals.canary import (default_faults, faulty_config, min_detectable_rate, parse_fault_args,
                           render_canary_table)
@@ -69,21 +68,6 @@ def test_canary_cli_rejects_bad_faults_before_any_engine(tmp_path):
     assert not (tmp_path / "r").exists()
 
 
-def _reference_power(n: int, pb: float, pc: float, level: float) -> float:
-    """Power of the exact one-sided McNemar test by enumerating every (B, C) count of the
-    multinomial(n; pb, pc, 1 - pb - pc): reject when P(Binom(B + C, 1/2) >= B) <= level."""
-    b = np.arange(n + 1)[:, None]
-    c = np.arange(n + 1)[None, :]
-    valid = b + c <= n
-    bb, cc = np.broadcast_arrays(b, c)
-    bb, cc = bb[valid], cc[valid]
-    log_pmf = (stats.multinomial.logpmf(np.stack([bb, cc, n - bb - cc], axis=1), n,
-                                        [pb, pc, 1 - pb - pc]))
-    pvalue = stats.binom.sf(bb - 1, bb + cc, 0.5)
-    reject = (bb + cc > 0) & (pvalue <= level)
-    return float(np.exp(log_pmf[reject]).sum())
-
-
 def _summary(tasks):
     return {"tasks": [{"task": name, "gated": True, "n": n, "correct_to_wrong": b,
                        "wrong_to_correct": c} for name, n, b, c in tasks]}
@@ -100,7 +84,7 @@ def test_min_detectable_rate_matches_an_exact_enumeration():
         scale = r / 0.5
         pb = 4 / 300 + scale * (40 - 4) / 300
         pc = 3 / 300 + scale * (5 - 3) / 300
-        return _reference_power(300, pb, pc, alpha / 2)
+        return exact_mcnemar_power(300, pb, pc, alpha / 2)
 
     assert power(rate) >= 0.8 - 1e-6
     assert power(rate - 0.005) < 0.8
@@ -146,4 +130,4 @@ def test_min_detectable_rate_when_the_line_leaves_the_simplex():
     rate = min_detectable_rate(clean, faulty, 0.1, 0.05)
     assert rate is not None and rate < 0.1
     pb = 52 / 200 * rate / 0.1
-    assert _reference_power(200, pb, 0.0, 0.05) >= 0.8 - 1e-6
+    assert exact_mcnemar_power(200, pb, 0.0, 0.05) >= 0.8 - 1e-6

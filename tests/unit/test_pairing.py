@@ -127,3 +127,55 @@ def test_compare_cli_on_identical_directories_finds_no_flips(tmp_path):
     assert [t["task"] for t in summary["tasks"]] == ["tiny_reviews_gen", "tiny_reviews_mc"]
     assert all(t["correct_to_wrong"] == t["wrong_to_correct"] == 0 for t in summary["tasks"])
     assert (tmp_path / "r" / summary["run_id"] / "report.html").exists()
+
+
+def _set_metric(root: Path, task: str, metric: str, value: float) -> None:
+    path = samples_file(root, task)
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    for row in rows:
+        row[metric] = value
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+
+def test_compare_cli_on_a_total_regression_exits_1(tmp_path):
+    """Every item flips correct -> wrong (a broken-MTP "95% -> 0%"): REGRESSION, exit 1."""
+    a, b = copy_fixture(tmp_path, "a"), copy_fixture(tmp_path, "b")
+    for root, value in ((a, 1.0), (b, 0.0)):
+        _set_metric(root, "tiny_reviews_gen", "exact_match", value)
+        _set_metric(root, "tiny_reviews_mc", "acc", value)
+    result = subprocess.run([sys.executable, "-m", "evals", "compare", str(a), str(b),
+                             "--reports", str(tmp_path / "r")], capture_output=True, text=True,
+                            cwd=FIXTURE.parents[2], timeout=120)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr and "VERDICT: REGRESSION" in result.stdout
+    summary = json.loads(next((tmp_path / "r").glob("*/summary.json")).read_text())
+    assert all(t["wrong_to_correct"] == 0 and t["correct_to_wrong"] == t["n"]
+               for t in summary["tasks"])
+
+
+def _compare(tmp_path: Path, a: Path, b: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "evals", "compare", str(a), str(b), "--reports",
+                           str(tmp_path / "r"), *extra], capture_output=True, text=True,
+                          cwd=FIXTURE.parents[2], timeout=120)
+
+
+def test_compare_with_clusters_uses_cluster_robust_tests(tmp_path):
+    result = _compare(tmp_path, FIXTURE, FIXTURE, "--cluster", "tiny_reviews_gen=domain")
+    assert result.returncode in (0, 3), result.stderr
+    summary = json.loads(next((tmp_path / "r").glob("*/summary.json")).read_text())
+    gen = next(t for t in summary["tasks"] if t["task"] == "tiny_reviews_gen")
+    assert gen["regression_test"].startswith("cluster-robust t-test") and gen["clusters"] > 1
+    other = next(t for t in summary["tasks"] if t["task"] == "tiny_reviews_mc")
+    assert other["regression_test"] == "exact McNemar, one-sided" and other["clusters"] is None
+
+
+@pytest.mark.parametrize("flag, message", [
+    ("tiny_reviews_gen=no_such_field", "doc_id 0 has no field `no_such_field`"),
+    ("tiny_reviews_gen=id", "cluster of its own"),
+    ("unknown_task=domain", "--cluster names task(s) unknown_task"),
+    ("tiny_reviews_gen", "--cluster takes TASK=FIELD"),
+])
+def test_bad_cluster_field_is_one_line_exit_2(tmp_path, flag, message):
+    result = _compare(tmp_path, FIXTURE, FIXTURE, "--cluster", flag)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr

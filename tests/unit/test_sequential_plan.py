@@ -140,3 +140,26 @@ def test_a_task_that_ran_all_items_is_judged_at_half_alpha():
     result = decide([analysed], alpha=0.05, margin=0.03)
     assert result.tasks[0].regression_pvalue_adjusted == pytest.approx(min(1.0, 2 * p_fixed))
     assert result.verdict is not Verdict.REGRESSION
+
+
+def test_an_undecided_sequential_task_explains_itself_at_the_level_used():
+    """Its interval and MDE are at alpha/2 (the level its fixed tests ran at), and the
+    reason says so; a fixed run of the same items shows the narrower alpha interval."""
+    n = 1200
+    base = np.ones(n)
+    base[np.arange(24) * 50 + 25] = 0
+    cand = base.copy()
+    cand[np.arange(40) * 30] = 0
+    cand[np.arange(24) * 50 + 25] = 1
+    order = item_order(n, 1234, "c")
+    paired = PairedTask(task="c", metric="acc", filter="none", doc_ids=tuple(range(n)),
+                        baseline=base[np.argsort(order)], candidate=cand[np.argsort(order)],
+                        baseline_records=(), candidate_records=())
+    sequential = _analysed("c", paired, order, n, gated_tasks=1)
+    fixed = analyse_task(paired, gated=True, alpha=0.05, margin=0.03, seed=1, n_resamples=500)
+    half = analyse_task(paired, gated=True, alpha=0.025, margin=0.03, seed=1, n_resamples=500)
+    assert sequential.ci_low == pytest.approx(half.ci_low) and sequential.ci_low < fixed.ci_low
+    assert sequential.mde == pytest.approx(half.mde) and sequential.mde > fixed.mde
+    assert "95%" in sequential.ci_method and "90%" in fixed.ci_method
+    reason = decide([sequential], alpha=0.05, margin=0.03).tasks[0].reason
+    assert "at level 0.025" in reason

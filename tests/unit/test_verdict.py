@@ -107,3 +107,44 @@ def test_non_gated_tasks_are_screened_with_benjamini_hochberg():
     np.testing.assert_allclose([t.regression_pvalue_adjusted for t in result.tasks[1:]],
                                expected, rtol=1e-12)
     assert result.verdict is Verdict.PASS  # screened regressions never fail the run
+
+
+@pytest.mark.parametrize("name, baseline, candidate, expected", [
+    # every item flips correct -> wrong: the "GSM8K 95% -> 0%" shape of a broken MTP
+    ("all flip down", [1] * 200, [0] * 200, Verdict.REGRESSION),
+    ("all flip down, few items", [1] * 6, [0] * 6, Verdict.REGRESSION),
+    ("all flip up", [0] * 200, [1] * 200, Verdict.PASS),
+    ("a single item", [1], [0], Verdict.INCONCLUSIVE),
+    ("no discordance", [1, 0] * 100, [1, 0] * 100, Verdict.PASS),
+    ("both arms constant at 0", [0] * 200, [0] * 200, Verdict.PASS),
+    ("both arms constant at 1", [1] * 200, [1] * 200, Verdict.PASS),
+])
+def test_every_degenerate_table_gets_a_verdict(name, baseline, candidate, expected):
+    analysis = analyse(paired(name, baseline, candidate))
+    result = decide([analysis], alpha=0.05, margin=0.03)
+    assert result.verdict is expected, (name, result.reason)
+    assert result.tasks[0].reason  # a sentence, whatever the shape
+    if expected is Verdict.INCONCLUSIVE:
+        assert analysis.mde is None and analysis.mde_note
+
+
+def test_floor_ceiling_and_constant_classifier_are_warned():
+    from evals.analysis import LabelAnalysis
+    from evals.task_warnings import task_warnings
+
+    floor = analyse(paired("floor", [0] * 50, [0] * 50))
+    ceiling = analyse(paired("ceiling", [1] * 50, [1] * 50))
+    labels = LabelAnalysis(categories=("positive", "negative", "(other)"),
+                           confusion_baseline=(), confusion_candidate=(),
+                           per_class_baseline=(), per_class_candidate=(),
+                           predicted_share_baseline=(0.5, 0.5, 0.0),
+                           predicted_share_candidate=(1.0, 0.0, 0.0), homogeneity_statistic=0.0,
+                           homogeneity_pvalue=1.0, homogeneity_df=1, homogeneity_note=None)
+    from dataclasses import replace
+    constant = replace(analyse(planted("cls", 100, 5, 5)), labels=labels)
+    found = task_warnings([floor, ceiling, constant, analyse(planted("fine", 100, 5, 5))])
+    assert found == [
+        "task floor: both arms score 0 on every item (floor); it cannot detect a drop, so its "
+        "PASS says nothing about the candidate",
+        "task ceiling: both arms score 1 on every item (ceiling); it can show a drop but no gain",
+        "task cls: the candidate predicts `positive` for every item (a constant classifier)"]
