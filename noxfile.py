@@ -78,10 +78,11 @@ ENGINE_COMMANDS = {
               "fault is caught and no benign one is.",
     "drift": "Drift check of a deployment config against its pinned golden run (exit codes "
              "as ab).",
-    "compare": "Analyse two existing lm-eval --log_samples directories: DIR_A DIR_B [options].",
-    "report": "Re-render the HTML/markdown/JUnit reports of a stored run: reports/<run-id>.",
 }
 LIGHT_COMMANDS = {
+    # these only read files: no torch, no vLLM, a one-minute environment
+    "compare": "Analyse two existing lm-eval --log_samples directories: DIR_A DIR_B [options].",
+    "report": "Re-render the HTML/markdown/JUnit reports of a stored run: reports/<run-id>.",
     "plan": "Sample-size planner: --discordance D with --drop X, --margin M or --items N.",
     "doctor": "Model preflight (no engine): MODEL_DIR or CONFIG.yaml; exit 2 on error findings.",
     "runs": "List recorded runs: [--limit N] [--deployment D] [--store PATH].",

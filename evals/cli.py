@@ -38,6 +38,15 @@ def _metric_pairs(values: list[str], flag: str = "--metric", what: str = "METRIC
     return out
 
 
+def _checked_name(value: str, flag: str) -> str:
+    import re
+
+    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,80}", value):
+        raise UserError(f"{flag} takes letters, digits, '_', '.' and '-' (at most 80), got "
+                        f"{value!r}.")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m evals", description=__doc__.splitlines()[0])
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -87,6 +96,12 @@ def build_parser() -> argparse.ArgumentParser:
                       "cluster-robust tests and intervals")
     cmp_.add_argument("--seed", type=int, default=1234)
     cmp_.add_argument("--reports", default=None)
+    cmp_.add_argument("--store", help="run store directory (default: $EVALS_STORE, else "
+                      "<reports>/store/)")
+    cmp_.add_argument("--name", default="compare",
+                      help="run id prefix (default: compare); ids end in a hash of the outputs")
+    cmp_.add_argument("--deployment", help="name the run store charts this comparison under "
+                      "(default: one per pair of directories)")
 
     rep = sub.add_parser("report", help="re-render the reports of a stored run directory")
     rep.add_argument("run_dir")
@@ -195,6 +210,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         code, _ = run_compare(Path(args.baseline_dir), Path(args.candidate_dir), gate=gate,
                               seed=args.seed, metrics=_metric_pairs(args.metric),
                               clusters=_metric_pairs(args.cluster, "--cluster", "FIELD"),
+                              name=_checked_name(args.name, "--name"),
+                              deployment=(_checked_name(args.deployment, "--deployment")
+                                          if args.deployment else None),
+                              store_root=Path(args.store) if args.store else None,
                               reports_dir=Path(args.reports) if args.reports else DEFAULT_REPORTS)
         return int(code)
     if args.command == "report":

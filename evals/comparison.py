@@ -338,10 +338,33 @@ def _default_metric(samples: ArmSamples, task: str) -> str:
     return sorted(names)[0]
 
 
+def _digest(blob: bytes) -> str:
+    return hashlib.sha256(blob).hexdigest()[:8]
+
+
+def _outputs_digest(*dirs: Path) -> str:
+    """Hash of every lm-eval samples and results file under the directories (name and
+    bytes), in a stable order."""
+    digest = hashlib.sha256()
+    for root in dirs:
+        root = Path(root)
+        for path in sorted(list(root.rglob("samples_*.jsonl")) + list(root.rglob("results_*.json"))):
+            digest.update(str(path.relative_to(root)).encode() + b"\0")
+            with path.open("rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+        digest.update(b"\1")
+    return digest.hexdigest()[:12]
+
+
 def run_compare(dir_a: Path, dir_b: Path, *, gate: GateConfig, seed: int = 1234,
                 metrics: dict[str, str] | None = None, reports_dir: Path = DEFAULT_REPORTS,
                 echo=print, store_root: Path | None = None,
-                clusters: dict[str, str] | None = None) -> tuple[ExitCode, Path]:
+                clusters: dict[str, str] | None = None, name: str = "compare",
+                deployment: str | None = None) -> tuple[ExitCode, Path]:
+    """`name`: the run id's prefix; `deployment`: what the run store charts it under
+    (default: one deployment per pair of paths, so unrelated comparisons never share a
+    trend chart)."""
     """Analyses two existing lm-eval --log_samples directories (baseline first)."""
     a, b = read_output_dir(dir_a), read_output_dir(dir_b)
     common = sorted(set(a.tasks()) & set(b.tasks()))
@@ -352,8 +375,10 @@ def run_compare(dir_a: Path, dir_b: Path, *, gate: GateConfig, seed: int = 1234,
     if only:
         raise UserError(f"task(s) {', '.join(only)} are in only one of {dir_a} and {dir_b}; "
                         "compare directories that ran the same tasks.")
-    blob = f"{Path(dir_a).resolve()}|{Path(dir_b).resolve()}".encode()
-    run_dir = Path(reports_dir) / f"compare-{hashlib.sha256(blob).hexdigest()[:8]}"
+    paths_key = _digest(f"{Path(dir_a).resolve()}|{Path(dir_b).resolve()}".encode())
+    # the id covers the files' content, so a rerun on changed outputs is a new run (the old
+    # one, possibly a pinned golden run, keeps its meaning); the same content, the same id
+    run_dir = Path(reports_dir) / f"{name}-{_outputs_digest(dir_a, dir_b)}"
     manifests = {"baseline": {"source": str(dir_a), "lm_eval_config": a.lm_eval_config},
                  "candidate": {"source": str(dir_b), "lm_eval_config": b.lm_eval_config}}
     metrics = metrics or {}
@@ -371,7 +396,7 @@ def run_compare(dir_a: Path, dir_b: Path, *, gate: GateConfig, seed: int = 1234,
                   config_dump=config_dump, samples={"baseline": a, "candidate": b},
                   manifests=manifests, echo=echo)
     record_in_store(open_store(reports_dir, store_root), run_dir, kind="compare",
-                    deployment=None, echo=echo)
+                    deployment=deployment or f"{name}-{paths_key}", echo=echo)
     return code, run_dir
 
 

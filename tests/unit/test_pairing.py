@@ -179,3 +179,59 @@ def test_bad_cluster_field_is_one_line_exit_2(tmp_path, flag, message):
     result = _compare(tmp_path, FIXTURE, FIXTURE, "--cluster", flag)
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
+def test_rerun_of_compare_on_changed_content_keeps_both_runs(tmp_path):
+    """The run id covers the outputs' content: the same paths with new content are a new
+    run, recorded beside the old one (which keeps its meaning), in one deployment per pair
+    of paths, in the --store given."""
+    b = copy_fixture(tmp_path, "b")
+    store = tmp_path / "store"
+    first = _compare(tmp_path, FIXTURE, b, "--store", str(store))
+    again = _compare(tmp_path, FIXTURE, b, "--store", str(store))
+    assert first.returncode == again.returncode
+    _set_metric(b, "tiny_reviews_gen", "exact_match", 0.0)
+    changed = _compare(tmp_path, FIXTURE, b, "--store", str(store))
+    assert changed.returncode == 1, changed.stdout + changed.stderr
+    run_dirs = sorted(p.name for p in (tmp_path / "r").iterdir() if p.name.startswith("compare-"))
+    assert len(run_dirs) == 2  # same content, same id; new content, a new id
+    listed = subprocess.run([sys.executable, "-m", "evals", "runs", "--store", str(store)],
+                            capture_output=True, text=True, cwd=FIXTURE.parents[2], timeout=120)
+    assert all(run_id in listed.stdout for run_id in run_dirs), listed.stdout
+    deployments = {line.split()[5] for line in listed.stdout.splitlines()[1:] if line.strip()}
+    assert len(deployments) == 1 and next(iter(deployments)).startswith("compare-")
+    other = _compare(tmp_path, FIXTURE, FIXTURE, "--store", str(store), "--name", "aa",
+                     "--deployment", "nightly-aa")
+    assert other.returncode == 3
+    listed = subprocess.run([sys.executable, "-m", "evals", "runs", "--store", str(store),
+                             "--deployment", "nightly-aa"], capture_output=True, text=True,
+                            cwd=FIXTURE.parents[2], timeout=120)
+    assert listed.stdout.count("aa-") == 1
+
+
+def test_compare_and_report_need_neither_vllm_nor_lm_eval(tmp_path):
+    """What the light nox sessions (no engine stack) rely on: compare and report run with
+    vllm and lm_eval made unimportable."""
+    code = ("import sys; sys.modules.update(vllm=None, lm_eval=None); "
+            "from evals.cli import main; sys.exit(main(sys.argv[1:]))")
+    result = subprocess.run([sys.executable, "-c", code, "compare", str(FIXTURE), str(FIXTURE),
+                             "--reports", str(tmp_path / "r")], capture_output=True, text=True,
+                            cwd=FIXTURE.parents[2], timeout=120)
+    assert result.returncode == 3, result.stdout + result.stderr
+    run_dir = next((tmp_path / "r").glob("compare-*"))
+    rendered = subprocess.run([sys.executable, "-c", code, "report", str(run_dir)],
+                              capture_output=True, text=True, cwd=FIXTURE.parents[2], timeout=120)
+    assert rendered.returncode == 0, rendered.stderr
+
+
+def test_compare_and_report_are_light_nox_sessions():
+    """noxfile.py (read as source: nox is not installed in the test environment) installs
+    the engine stack only for ENGINE_COMMANDS."""
+    import ast
+
+    tree = ast.parse((FIXTURE.parents[2] / "noxfile.py").read_text(encoding="utf-8"))
+    sessions = {node.targets[0].id: {k.value for k in node.value.keys}
+                for node in tree.body if isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.Dict) and isinstance(node.targets[0], ast.Name)}
+    assert {"compare", "report"} <= sessions["LIGHT_COMMANDS"]
+    assert not {"compare", "report"} & sessions["ENGINE_COMMANDS"]
