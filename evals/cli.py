@@ -16,14 +16,14 @@ import traceback
 from pathlib import Path
 
 from evals.errors import ExitCode, RunFailed, UserError
+from evals.text_hygiene import visible
 
 DEFAULT_CONFIG = "configs/cpu/mtp_prefix.yaml"
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # usage errors exit 2 like every other bad input
-        self.print_usage(sys.stderr)
-        print(f"error: {message}", file=sys.stderr)
+        print(f"error: {self.prog}: {message} (see `{self.prog} --help`)", file=sys.stderr)
         sys.exit(int(ExitCode.BAD_INPUT))
 
 
@@ -36,6 +36,26 @@ def _metric_pairs(values: list[str], flag: str = "--metric", what: str = "METRIC
             raise UserError(f"{flag} takes TASK={what}, got {value!r}.")
         out[task] = metric
     return out
+
+
+def _seed(value: str) -> int:
+    """argparse type: numpy seeds are non-negative integers."""
+    try:
+        seed = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {value!r}") from None
+    if seed < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {seed}")
+    return seed
+
+
+def _reports_dir(value: str | None) -> Path | None:
+    if value is None:
+        return None
+    path = Path(value)
+    if path.exists() and not path.is_dir():
+        raise UserError(f"--reports {value}: this is a file; name a directory for the reports.")
+    return path
 
 
 def _checked_name(value: str, flag: str) -> str:
@@ -94,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument("--cluster", action="append", default=[], metavar="TASK=FIELD",
                       help="a document field grouping the task's items (e.g. a passage id): "
                       "cluster-robust tests and intervals")
-    cmp_.add_argument("--seed", type=int, default=1234)
+    cmp_.add_argument("--seed", type=_seed, default=1234)
     cmp_.add_argument("--reports", default=None)
     cmp_.add_argument("--store", help="run store directory (default: $EVALS_STORE, else "
                       "<reports>/store/)")
@@ -130,6 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
     rec.add_argument("--deployment", help="what the run tracks over time (default: config name)")
     rec.add_argument("--kind", help="kind of run (default: the summary's, e.g. ab)")
     rec.add_argument("--store", help=store_help)
+    rec.add_argument("--replace", action="store_true",
+                     help="overwrite a recorded run of the same id with another result "
+                     "(never a pinned golden run)")
 
     runs = sub.add_parser("runs", help="list the recorded runs, newest first")
     runs.add_argument("--limit", type=int, default=20)
@@ -179,7 +202,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         from evals.comparison import DEFAULT_REPORTS, run_ab
 
         config = load_config(args.config)
-        code, _ = run_ab(config, Path(args.reports) if args.reports else DEFAULT_REPORTS,
+        code, _ = run_ab(config, _reports_dir(args.reports) or DEFAULT_REPORTS,
                          fresh=args.fresh, store_root=Path(args.store) if args.store else None,
                          allow_undeclared=args.allow_undeclared_diff)
         return int(code)
@@ -189,14 +212,14 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         config = load_config(args.config)
         faults = parse_fault_args(args.faults) if args.faults else None
-        code, _ = run_canary(config, Path(args.reports) if args.reports else DEFAULT_REPORTS,
+        code, _ = run_canary(config, _reports_dir(args.reports) or DEFAULT_REPORTS,
                              faults=faults, store_root=Path(args.store) if args.store else None)
         return int(code)
     if args.command == "drift":
         from evals.comparison import DEFAULT_REPORTS, run_drift
 
         config = load_config(args.config)
-        code, _ = run_drift(config, Path(args.reports) if args.reports else DEFAULT_REPORTS,
+        code, _ = run_drift(config, _reports_dir(args.reports) or DEFAULT_REPORTS,
                             store_root=Path(args.store) if args.store else None,
                             run_id=args.run_id)
         return int(code)
@@ -206,7 +229,9 @@ def _dispatch(args: argparse.Namespace) -> int:
         try:
             gate = GateConfig(alpha=args.alpha, margin=args.margin)
         except Exception as exc:
-            raise UserError(f"--alpha/--margin: {exc.errors()[0]['msg']}.") from None
+            error = exc.errors()[0]
+            flag = "--" + str(error["loc"][0]) if error.get("loc") else "--alpha/--margin"
+            raise UserError(f"{flag} {error.get('input')!r}: {error['msg']}.") from None
         code, _ = run_compare(Path(args.baseline_dir), Path(args.candidate_dir), gate=gate,
                               seed=args.seed, metrics=_metric_pairs(args.metric),
                               clusters=_metric_pairs(args.cluster, "--cluster", "FIELD"),
@@ -214,7 +239,7 @@ def _dispatch(args: argparse.Namespace) -> int:
                               deployment=(_checked_name(args.deployment, "--deployment")
                                           if args.deployment else None),
                               store_root=Path(args.store) if args.store else None,
-                              reports_dir=Path(args.reports) if args.reports else DEFAULT_REPORTS)
+                              reports_dir=_reports_dir(args.reports) or DEFAULT_REPORTS)
         return int(code)
     if args.command == "report":
         from evals.report import write_reports
@@ -247,7 +272,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
     if args.command == "record":
         stored = _store(args).record_run(Path(args.run_dir), kind=args.kind,
-                                         deployment=args.deployment)
+                                         deployment=args.deployment, replace_run=args.replace)
         print(f"recorded {stored.run_id} (deployment {stored.entry.deployment}) in "
               f"{stored.directory}")
         return 0
@@ -285,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         if args.debug:
             raise
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {visible(' '.join(str(exc).splitlines()))}", file=sys.stderr)
         return int(ExitCode.BAD_INPUT)
     except RunFailed as exc:
         if args.debug:

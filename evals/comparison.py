@@ -36,11 +36,13 @@ from evals.run_record import build_summary, write_run
 from evals.runner.config_audit import resolve_arms
 from evals.runner.launch import run_arm
 from evals.runner.layout import ArmLayout
+from evals.runner.task_index import unknown_tasks
 from evals.samples import ArmSamples, read_output_dir
 from evals.sequential_plan import (first_items, item_order, look_alpha,
                                    sequential_for_task)
 from evals.speed import compare_speed
 from evals.table import render_table
+from evals.text_hygiene import visible
 from evals.task_warnings import task_warnings
 from evals.verdict import apply_speed_gate, decide
 
@@ -225,6 +227,18 @@ class _AuditWhileStarting:
             raise self.error
 
 
+def check_task_names(config: ABConfig) -> None:
+    """Every task name resolves (bundled tasks, the include path, lm-eval's index) before
+    any subprocess starts."""
+    include = [str(DEFAULT_TASKS_DIR)] + ([config.include_path] if config.include_path else [])
+    unknown = unknown_tasks([t.name for t in config.tasks], include)
+    if unknown:
+        name, close = unknown[0]
+        hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+        raise UserError(f"{config.source}: lm-eval knows no task named {name!r} (searched "
+                        f"lm-eval's tasks and {', '.join(include)}){hint}")
+
+
 def check_fault_support(config: ABConfig) -> None:
     """Canary faults patch vLLM internals: refuse, before any engine starts, a vLLM version
     they were not written for."""
@@ -240,6 +254,7 @@ def run_ab(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, fresh: bool = 
            allow_undeclared: bool = False) -> tuple[ExitCode, Path]:
     check_local_models(config)
     check_fault_support(config)
+    check_task_names(config)
     run_dir = Path(reports_dir) / run_id_for(config)
     specs = arm_specs(config, run_dir)
     check_arms_differ(config, specs)
@@ -291,6 +306,7 @@ def run_drift(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, echo=print,
     """Reruns the deployment arm and compares it with the golden run (see evals.drift)."""
     check_local_models(config)
     check_fault_support(config)
+    check_task_names(config)
     store = open_store(reports_dir, store_root)
     deployment = deployment_name(config)
     golden = store.golden(deployment)
@@ -367,6 +383,7 @@ def run_compare(dir_a: Path, dir_b: Path, *, gate: GateConfig, seed: int = 1234,
     trend chart)."""
     """Analyses two existing lm-eval --log_samples directories (baseline first)."""
     a, b = read_output_dir(dir_a), read_output_dir(dir_b)
+    same_dir = Path(dir_a).resolve() == Path(dir_b).resolve()
     common = sorted(set(a.tasks()) & set(b.tasks()))
     if not common:
         raise UserError(f"{dir_a} and {dir_b} share no task (baseline has "
@@ -394,7 +411,10 @@ def run_compare(dir_a: Path, dir_b: Path, *, gate: GateConfig, seed: int = 1234,
                    "gate": gate.model_dump(), "tasks": [t.model_dump() for t in tasks]}
     code = finish(kind="compare", run_dir=run_dir, tasks=tasks, gate=gate, seed=seed,
                   config_dump=config_dump, samples={"baseline": a, "candidate": b},
-                  manifests=manifests, echo=echo)
+                  manifests=manifests, echo=echo,
+                  preflight={"warnings": [f"baseline and candidate are the same directory "
+                                          f"({dir_a}): this compares a run with itself"]}
+                  if same_dir else None)
     record_in_store(open_store(reports_dir, store_root), run_dir, kind="compare",
                     deployment=deployment or f"{name}-{paths_key}", echo=echo)
     return code, run_dir
@@ -495,6 +515,6 @@ def finish(*, kind: str, run_dir: Path, tasks: list[TaskSpec], gate: GateConfig,
     written = write_reports(run_dir)
     echo(render_table(summary))
     for warning in warnings:
-        echo(f"warning: {warning}")
+        echo(visible(f"warning: {warning}"))
     echo(f"report: {written['html']}")
     return ExitCode(summary["exit_code"])

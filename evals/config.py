@@ -202,6 +202,21 @@ def _deep_merge(base: dict, override: dict) -> dict:
     return merged
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice in one mapping (YAML would silently keep
+    the last value)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"the key `{key}` is given twice", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def _read_yaml(path: Path, chain: tuple[Path, ...] = ()) -> dict:
     if path in chain:
         raise UserError(f"{chain[0]}: `extends` loops back to {path}.")
@@ -209,7 +224,10 @@ def _read_yaml(path: Path, chain: tuple[Path, ...] = ()) -> dict:
         where = f" (extended from {chain[-1]})" if chain else ""
         raise UserError(f"config file {path} does not exist{where}.")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.load(path.read_bytes().decode("utf-8"), Loader=_UniqueKeyLoader)
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not a text file (invalid UTF-8); a config is YAML text.") \
+            from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -40,6 +40,10 @@ def normalise_metric(paired: PairedTask, *, scale: float | None = None,
         raise UserError(f"{at} has a value that is not a finite number at "
                         f"{_first_odd(paired, lambda v: not np.isfinite(v))}.")
     top = float(np.max(np.abs(values))) if values.size else 0.0
+    raw01 = (values == 0) | (values == 1)
+    if scale is None and metric_type != "continuous" and not raw01.all() \
+            and raw01.mean() >= MOSTLY_BINARY:
+        scale = 1.0  # a 0/1 task with a few stray values (7.0, -1.0): named below, not rescaled
     if scale is None:
         if top <= 1.0:
             scale = 1.0
@@ -48,7 +52,7 @@ def normalise_metric(paired: PairedTask, *, scale: float | None = None,
         else:
             raise UserError(f"{at} reaches {top:g}, beyond a 0-1 or 0-100 scale; declare its "
                             "`scale:` in the config's task entry.")
-    elif top > scale * (1 + 1e-9):
+    elif top > scale * (1 + 1e-9) and not (raw01.mean() >= MOSTLY_BINARY and scale == 1.0):
         raise UserError(f"{at} is declared on a 0-{scale:g} scale but reaches {top:g} at "
                         f"{_first_odd(paired, lambda v: abs(v) > scale)}; fix `scale`.")
     base, cand = paired.baseline / scale, paired.candidate / scale

@@ -95,13 +95,28 @@ def write_run(run_dir: Path, summary: dict, paired: list[PairedTask]) -> None:
     write_json_atomic(run_dir / SUMMARY_FILE, summary)
 
 
+_REQUIRED = {"kind": str, "run_id": str, "verdict": str, "exit_code": int, "reason": str,
+             "gate": dict, "tasks": list}
+_TASK_REQUIRED = {"task": str, "verdict": str}
+
+
 def migrate_summary(data: dict, where: Path) -> dict:
+    if not isinstance(data, dict):
+        raise UserError(f"{where}: a summary must be a JSON object, got {type(data).__name__}.")
     version = data.get("schema_version")
     if not isinstance(version, int):
         raise UserError(f"{where}: no schema_version; not a summary written by this suite.")
     if version > SUMMARY_SCHEMA_VERSION:
         raise UserError(f"{where}: schema_version {version} is newer than this suite reads "
                         f"({SUMMARY_SCHEMA_VERSION}); upgrade vllm-regression-evals.")
+    for key, kind in _REQUIRED.items():
+        if not isinstance(data.get(key), kind) or isinstance(data.get(key), bool):
+            raise UserError(f"{where}: `{key}` is missing or not a {kind.__name__}; not a "
+                            "summary written by this suite (or a damaged one).")
+    for index, task in enumerate(data["tasks"]):
+        if not isinstance(task, dict) or any(not isinstance(task.get(k), t)
+                                             for k, t in _TASK_REQUIRED.items()):
+            raise UserError(f"{where}: tasks[{index}] lacks `task` or `verdict`.")
     return data  # version 1 is the only layout so far
 
 
@@ -110,8 +125,8 @@ def read_summary(run_dir: Path) -> dict:
     if not path.exists():
         raise UserError(f"{run_dir}: no {SUMMARY_FILE}; is this a run directory under reports/?")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
         raise UserError(f"{path}: not valid JSON (truncated or corrupted).") from None
     return migrate_summary(data, path)
 

@@ -58,10 +58,33 @@ class ArmSamples:
         return sorted({r.task for r in self.records})
 
 
+def _clean(text: str) -> str:
+    """Lone surrogates (valid in JSON, not in UTF-8) become U+FFFD, so every output file
+    can be written."""
+    return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace") \
+        if any("\ud800" <= ch <= "\udfff" for ch in text) else text
+
+
 def _text(value) -> str:
     while isinstance(value, list) and value:
         value = value[0]
-    return "" if value is None or value == [] else str(value)
+    return "" if value is None or value == [] else _clean(str(value))
+
+
+def _doc_id(value, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or \
+            (isinstance(value, str) and not value.strip().isdigit()):
+        raise UserError(f"{where}: doc_id {value!r} is not a whole number.")
+    return int(value)
+
+
+def _metric_value(value, name: str, doc_id: int, where: str) -> float:
+    if isinstance(value, bool):
+        return float(value)
+    if not isinstance(value, (int, float)) or not math.isfinite(float(value)):
+        raise UserError(f"{where}: doc_id {doc_id}: metric `{name}` is {value!r}, not a "
+                        "finite number.")
+    return float(value)
 
 
 def _arguments(raw) -> list[list]:
@@ -76,17 +99,19 @@ def _arguments(raw) -> list[list]:
 
 
 def _record(task: str, raw: dict, where: str) -> SampleRecord:
+    if not isinstance(raw, dict):
+        raise UserError(f"{where}: a sample must be a JSON object, got {type(raw).__name__}.")
     try:
+        doc_id = _doc_id(raw["doc_id"], where)
         metric_names = raw["metrics"]
-        metrics = {}
-        for name in metric_names:
-            value = raw[name]
-            if isinstance(value, bool):
-                value = float(value)
-            if not isinstance(value, (int, float)) or math.isnan(float(value)):
-                raise UserError(f"{where}: doc_id {raw['doc_id']}: metric `{name}` is "
-                                f"{value!r}, not a number.")
-            metrics[name] = float(value)
+        if not isinstance(metric_names, list) or not all(isinstance(m, str)
+                                                         for m in metric_names):
+            raise UserError(f"{where}: doc_id {doc_id}: `metrics` must be a list of metric "
+                            f"names, got {metric_names!r}.")
+        metrics = {name: _metric_value(raw[name], name, doc_id, where) for name in metric_names}
+        for name in ("doc_hash", "prompt_hash"):
+            if not isinstance(raw[name], str):
+                raise UserError(f"{where}: doc_id {doc_id}: `{name}` must be a string.")
         arguments = _arguments(raw.get("arguments"))
         prompt = _text(arguments[0]) if arguments else ""
         choices: tuple[str, ...] = ()
@@ -95,8 +120,16 @@ def _record(task: str, raw: dict, where: str) -> SampleRecord:
         if len(arguments) > 1 and all(isinstance(a, list) and len(a) == 2
                                       and isinstance(a[1], str) for a in arguments):
             # multiple choice: one loglikelihood request per choice
-            choices = tuple(str(a[1]).strip() for a in arguments)
-            scores = [float(_text(r)) for r in filtered]
+            choices = tuple(_clean(str(a[1])).strip() for a in arguments)
+            try:
+                scores = [float(_text(r)) for r in filtered]
+            except ValueError:
+                raise UserError(f"{where}: doc_id {doc_id}: a log-likelihood in "
+                                "`filtered_resps` is not a number.") from None
+            if len(scores) != len(choices) or not all(math.isfinite(x) or x == -math.inf
+                                                      for x in scores):
+                raise UserError(f"{where}: doc_id {doc_id}: `filtered_resps` must hold one "
+                                f"log-likelihood per choice ({len(choices)}).")
             prediction = choices[max(range(len(scores)), key=scores.__getitem__)]
             if str(target).isdigit() and 0 <= int(target) < len(choices):
                 target = choices[int(target)]
@@ -105,7 +138,7 @@ def _record(task: str, raw: dict, where: str) -> SampleRecord:
             prediction = _text(filtered)
             response = _text(raw.get("resps"))
         return SampleRecord(
-            task=task, doc_id=int(raw["doc_id"]), filter=str(raw.get("filter", "none")),
+            task=task, doc_id=doc_id, filter=_clean(str(raw.get("filter", "none"))),
             metrics=metrics, doc_hash=str(raw["doc_hash"]), prompt_hash=str(raw["prompt_hash"]),
             target=_text(target), prediction=prediction.strip(), response=response,
             prompt=prompt, choices=choices,
@@ -113,26 +146,52 @@ def _record(task: str, raw: dict, where: str) -> SampleRecord:
     except KeyError as exc:
         raise UserError(f"{where}: a sample lacks the field {exc.args[0]!r}; is this an lm-eval "
                         "--log_samples file?") from None
+    except (TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise UserError(f"{where}: a malformed sample ({type(exc).__name__}: {exc}).") from None
 
 
-def _newest_per_task(paths: list[Path]) -> dict[str, Path]:
-    newest: dict[str, tuple[str, Path]] = {}
-    for path in paths:
+def _lines(path: Path):
+    """(line number, text) of a JSONL file; invalid UTF-8 is bad input naming the line."""
+    with path.open("rb") as handle:
+        for line_no, raw in enumerate(handle, 1):
+            try:
+                yield line_no, raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise UserError(f"{path}, line {line_no}: not valid UTF-8.") from None
+
+
+def samples_files(root: Path, task: str | None = None) -> dict[str, list[Path]]:
+    """Every `samples_<task>_<stamp>.jsonl` under root, by task (exact task names)."""
+    found: dict[str, list[Path]] = {}
+    for path in sorted(Path(root).rglob("samples_*.jsonl")):
         match = _SAMPLES_RE.match(path.name)
-        if not match:
-            continue
-        task, stamp = match["task"], match["stamp"]
-        if task not in newest or stamp > newest[task][0]:
-            newest[task] = (stamp, path)
-    return {task: path for task, (_, path) in newest.items()}
+        if match and (task is None or match["task"] == task):
+            found.setdefault(match["task"], []).append(path)
+    return found
+
+
+def _one_per_task(root: Path) -> dict[str, Path]:
+    """A directory holds one run: a task with several samples files (two runs, a run nested
+    in another, two model folders) is ambiguous, and reading the newest would silently
+    read the wrong data."""
+    files = samples_files(root)
+    for task, paths in files.items():
+        if len(paths) > 1:
+            shown = ", ".join(str(p.relative_to(root)) for p in paths[:4])
+            raise UserError(f"{root}: task `{task}` has {len(paths)} samples files ({shown}); "
+                            "a directory must hold exactly one lm-eval run. Point at that "
+                            "run's own directory.")
+    return {task: paths[0] for task, paths in files.items()}
 
 
 def read_output_dir(directory: str | Path, tasks: list[str] | None = None) -> ArmSamples:
-    """Reads an lm-eval output directory (searched recursively); newest file per task wins."""
+    """Reads an lm-eval output directory (searched recursively); exactly one samples file
+    per task, or a UserError naming the candidates."""
     root = Path(directory)
     if not root.is_dir():
-        raise UserError(f"lm-eval output directory {root} does not exist.")
-    files = _newest_per_task(sorted(root.rglob("samples_*.jsonl")))
+        raise UserError(f"{root} is a file; name the lm-eval output directory that holds it."
+                        if root.is_file() else f"lm-eval output directory {root} does not exist.")
+    files = _one_per_task(root)
     if not files:
         raise UserError(f"{root}: no samples_<task>_<time>.jsonl files; run lm_eval with "
                         "--log_samples --output_path pointing here.")
@@ -143,16 +202,22 @@ def read_output_dir(directory: str | Path, tasks: list[str] | None = None) -> Ar
         files = {t: files[t] for t in tasks}
     records: list[SampleRecord] = []
     for task, path in sorted(files.items()):
-        with path.open(encoding="utf-8") as handle:
-            for line_no, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    raw = json.loads(line)
-                except json.JSONDecodeError:
-                    raise UserError(f"{path}, line {line_no}: not valid JSON (truncated file?).") \
-                        from None
-                records.append(_record(task, raw, f"{path}, line {line_no}"))
+        seen: dict[tuple[str, int, str], int] = {}
+        for line_no, line in _lines(path):
+            if not line.strip():
+                continue
+            try:
+                raw = json.loads(line)
+            except (json.JSONDecodeError, RecursionError):
+                raise UserError(f"{path}, line {line_no}: not valid JSON (truncated file?).") \
+                    from None
+            record = _record(task, raw, f"{path}, line {line_no}")
+            if record.key in seen:
+                raise UserError(f"{path}, line {line_no}: doc_id {record.doc_id} (filter "
+                                f"{record.filter}) appears again (first on line "
+                                f"{seen[record.key]}); each item must be logged once.")
+            seen[record.key] = line_no
+            records.append(record)
     hashes: dict[str, str] = {}
     versions: dict[str, object] = {}
     output_types: dict[str, str] = {}
@@ -161,15 +226,24 @@ def read_output_dir(directory: str | Path, tasks: list[str] | None = None) -> Ar
         if not _RESULTS_RE.match(results.name):
             continue
         try:
-            data = json.loads(results.read_text(encoding="utf-8"))
-        except json.JSONDecodeError:
-            raise UserError(f"{results}: not valid JSON (truncated file?).") from None
-        hashes.update(data.get("task_hashes") or {})
-        versions.update(data.get("versions") or {})
-        for name, cfg in (data.get("configs") or {}).items():
-            if isinstance(cfg, dict) and "output_type" in cfg:
+            data = json.loads(results.read_bytes().decode("utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+            raise UserError(f"{results}: not valid UTF-8 JSON (truncated file?).") from None
+        if not isinstance(data, dict):
+            raise UserError(f"{results}: a results file must be a JSON object, got "
+                            f"{type(data).__name__}.")
+        for key, target in (("task_hashes", hashes), ("versions", versions)):
+            value = data.get(key) or {}
+            if not isinstance(value, dict):
+                raise UserError(f"{results}: `{key}` must be an object.")
+            target.update({str(k): (v if isinstance(v, (str, int, float)) else str(v))
+                           for k, v in value.items()})
+        configs = data.get("configs") or {}
+        for name, cfg in (configs.items() if isinstance(configs, dict) else ()):
+            if isinstance(cfg, dict) and isinstance(cfg.get("output_type"), str):
                 output_types[name] = cfg["output_type"]
-        lm_eval_config = data.get("config") or lm_eval_config
+        config = data.get("config")
+        lm_eval_config = config if isinstance(config, dict) and config else lm_eval_config
     return ArmSamples(source=str(root), records=tuple(records), task_hashes=hashes,
                       task_versions=versions, task_output_types=output_types,
                       lm_eval_config=lm_eval_config)

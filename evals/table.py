@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from evals.text_hygiene import visible
+
 
 def _pts(x: float) -> str:
     return f"{x * 100:+.1f}"
@@ -13,7 +15,9 @@ def _items(t: dict) -> str:
 
 
 def aligned(rows: list[tuple[str, ...]]) -> list[str]:
-    """Rows of cells as left-aligned columns; the first row is the header, ruled below."""
+    """Rows of cells as left-aligned columns; the first row is the header, ruled below.
+    Cells are shown with control characters escaped (no ANSI or bidi tricks)."""
+    rows = [tuple(visible(cell) for cell in row) for row in rows]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -47,7 +51,7 @@ def render_table(summary: dict) -> str:
                      f" wrong->correct, exact stratified McNemar p={pooled['pvalue']:.3g}"
                      + (f", p adj={pooled['pvalue_adjusted']:.3g}" if pooled["gates"] else ""))
     lines.extend(_exercise_lines(summary.get("exercise")))
-    return "\n".join(lines)
+    return "\n".join(visible(line) for line in lines)
 
 
 def _share(x) -> str:

@@ -18,6 +18,7 @@ import jinja2
 from markupsafe import Markup
 
 from evals.report._page import ReportPage
+from evals.text_hygiene import visible
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 TEMPLATES_DIR = PACKAGE_DIR / "templates"
@@ -25,9 +26,18 @@ TEMPLATES_DIR = PACKAGE_DIR / "templates"
 
 @lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
+    # every printed value passes `_shown` before autoescaping: control and bidi characters
+    # become visible escapes, so no text from a run can reorder or hide what is around it
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES_DIR), autoescape=True,
-        undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+        undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+        finalize=_shown)
+
+
+def _shown(value):
+    if isinstance(value, Markup):  # our own package files (CSS, JS), inlined on purpose
+        return value
+    return visible(value) if isinstance(value, str) else value
 
 
 def _csp_hash(source: str) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from evals.report import _formatting as fmt
+from evals.text_hygiene import visible
 
 SUITE_NAME = "vllm-regression-evals"
 
@@ -75,5 +76,9 @@ def render_junit(summary: dict) -> str:
                         ("suite_version", summary.get("suite_version"))):
         ET.SubElement(properties, "property", {"name": name, "value": str(value)})
     suite.extend(cases)
+    for element in root.iter():  # XML 1.0 cannot hold most control characters
+        element.text = visible(element.text) if element.text else element.text
+        for key, value in element.attrib.items():
+            element.attrib[key] = visible(value)
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

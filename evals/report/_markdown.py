@@ -15,6 +15,7 @@ import jinja2
 
 from evals.report._html import TEMPLATES_DIR
 from evals.report._page import ReportPage
+from evals.text_hygiene import visible
 
 _BACKSLASHED = re.compile(r"([\\`*_\[\]|~])")
 _ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
@@ -22,7 +23,7 @@ _ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 
 def escape_markdown(value) -> str:
     """Text that GitHub-flavoured Markdown shows literally, on one line."""
-    text = " ".join(str(value).split())
+    text = visible(" ".join(str(value).split()))
     text = "".join(_ENTITIES.get(ch, ch) for ch in text)
     return _BACKSLASHED.sub(r"\\\1", text)
 

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 from evals.report._html import render_html
 from evals.report._junit import render_junit
 from evals.report._markdown import render_markdown
 from evals.report._page import build_page
-from evals.run_record import ITEMS_FILE, read_paired_items, read_summary
+from evals.atomic_files import write_text_atomic
+from evals.errors import UserError
+from evals.run_record import ITEMS_FILE, SUMMARY_FILE, read_paired_items, read_summary
 
 HTML_FILE = "report.html"
 MARKDOWN_FILE = "summary.md"
@@ -18,11 +18,7 @@ JUNIT_FILE = "junit.xml"
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-        handle.write(text)
-    os.chmod(tmp, 0o644)  # mkstemp makes files private; reports are meant to be shared
-    os.replace(tmp, path)
+    write_text_atomic(path, text)
 
 
 def write_reports(run_dir: Path, max_flipped_items: int = 200) -> dict[str, Path]:
@@ -37,11 +33,17 @@ def write_reports(run_dir: Path, max_flipped_items: int = 200) -> dict[str, Path
         raise ValueError(f"max_flipped_items must be 0 or more, got {max_flipped_items}.")
     summary = read_summary(run_dir)
     rows = read_paired_items(run_dir)
-    page = build_page(summary, rows, max_flipped_items,
-                      items_file_found=(run_dir / ITEMS_FILE).exists())
+    try:  # read_summary checked the keys every run has; the rest is checked by rendering
+        page = build_page(summary, rows, max_flipped_items,
+                          items_file_found=(run_dir / ITEMS_FILE).exists())
+        texts = {"html": render_html(page), "markdown": render_markdown(page),
+                 "junit": render_junit(summary)}
+    except (TypeError, KeyError, AttributeError, ValueError, IndexError) as exc:
+        raise UserError(f"{run_dir / SUMMARY_FILE}: a field has an unexpected shape "
+                        f"({type(exc).__name__}: {exc}); the file was damaged or written by "
+                        "something else. Rerun the comparison to rewrite it.") from None
     written = {"html": run_dir / HTML_FILE, "markdown": run_dir / MARKDOWN_FILE,
                "junit": run_dir / JUNIT_FILE}
-    _write_atomic(written["html"], render_html(page))
-    _write_atomic(written["markdown"], render_markdown(page))
-    _write_atomic(written["junit"], render_junit(summary))
+    for kind, path in written.items():
+        _write_atomic(path, texts[kind])
     return written

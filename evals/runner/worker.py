@@ -27,7 +27,7 @@ from evals.pairing import pair_task
 from evals.runner.chunk_merge import merge_chunk_samples
 from evals.runner.layout import ArmLayout
 from evals.runner.server import ServerFailed
-from evals.samples import read_output_dir
+from evals.samples import read_output_dir, samples_files
 from evals.sequential_plan import chunks, item_order, sequential_for_task
 
 
@@ -229,6 +229,8 @@ def _run_task(spec: ArmSpec, layout: ArmLayout, backend, manager, task: str,
     if spec.sequential:
         record = _run_chunked(spec, layout, backend.lm, manager, task)
     else:
+        for stale in samples_files(layout.lm_eval_dir, task).get(task, []):
+            stale.unlink()  # an earlier attempt's output: the arm's folder holds one run
         results, samples = _evaluate(spec, backend.lm, manager, task, layout.lm_eval_dir)
         record = {"n_samples": {k: len(v) for k, v in samples.items()},
                   "task_hashes": results.get("task_hashes", {})}

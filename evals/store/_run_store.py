@@ -122,7 +122,7 @@ class RunStore:
     # -- writing -----------------------------------------------------------------------
 
     def record_run(self, run_dir: Path | str, *, kind: str | None = None,
-                   deployment: str | None = None) -> StoredRun:
+                   deployment: str | None = None, replace_run: bool = True) -> StoredRun:
         """Stores a finished run directory (summary.json + paired_items.jsonl): its manifest,
         its paired items as Parquet and its index rows. Recording a run_id again replaces it.
 
@@ -152,6 +152,8 @@ class RunStore:
         with self._connection(create=True) as conn, index.transaction(conn):
             row = conn.execute("SELECT generation FROM runs WHERE run_id = ?",
                                (run_id,)).fetchone()
+            if row:
+                self._check_replace(conn, run_id, summary, replace_run)
             files.directory.mkdir(parents=True, exist_ok=True)
             files.recover(row[0] if row else None)
             files.keep_previous()
@@ -160,6 +162,24 @@ class RunStore:
             index.upsert_run(conn, manifest)
         files.drop_previous()
         return self.get(run_id)
+
+    @staticmethod
+    def _check_replace(conn, run_id: str, summary: dict, replace_run: bool) -> None:
+        """A recorded run is replaced only by the same run resumed (allowed for `ab` and
+        `drift`, which rerun into the same id) and never once it is a pinned golden run:
+        a golden run keeps its meaning forever."""
+        created, = conn.execute("SELECT created FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        if created == summary.get("created"):
+            return  # the same result recorded again
+        pinned = [d for d, in conn.execute("SELECT deployment FROM golden WHERE run_id = ?",
+                                           (run_id,))]
+        if pinned:
+            raise UserError(f"run {run_id} is the pinned golden run of {', '.join(pinned)}; its "
+                            "record is never replaced. Record the new result under another "
+                            "run id (another config name), then pin that one.")
+        if not replace_run:
+            raise UserError(f"run {run_id} is already recorded with another result (created "
+                            f"{created}); pass --replace to overwrite it.")
 
     def pin(self, run_id: str, deployment: str) -> RunEntry:
         """Marks `run_id` as the golden run of `deployment` (replacing any earlier pin)."""

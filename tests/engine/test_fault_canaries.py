@@ -26,7 +26,7 @@ NO_PC = {"enable_prefix_caching": False}
 MTP = {"speculative_config": {"method": "mtp", "num_speculative_tokens": 1}}
 SHARED_PREFIX = {"name": "tiny_reviews_shared_prefix", "metric": "exact_match"}
 ADDITION = {"name": "tiny_addition", "metric": "exact_match"}
-LIMIT = 600
+LIMIT = 1200
 INTERACTION = {"name": "prefix_hit_overrun", "rate": 1.0, "only_with_spec_decode": True}
 
 
@@ -38,7 +38,7 @@ def shared(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def canary(shared):
-    config = write_config(shared["root"], "canary-mtp-prefix", {"engine": {**EAGER, **NO_PC}},
+    config = write_config(shared["root"], "mtp-prefix", {"engine": {**EAGER, **NO_PC}},
                           {"engine": {**EAGER, **PC, **MTP}}, tasks=[SHARED_PREFIX, ADDITION],
                           limit=LIMIT,
                           intended_change=["speculative_config", "enable_prefix_caching"])

@@ -62,3 +62,12 @@ def test_continuous_declared_keeps_fractional_values():
     binary_declared_continuous = normalise_metric(_paired([1, 0], [0, 1]),
                                                   metric_type="continuous")
     assert not binary_declared_continuous.is_binary
+
+
+@pytest.mark.parametrize("stray", [7.0, -1.0])
+def test_an_out_of_range_value_in_a_0_1_task_is_named_not_averaged(stray):
+    base = [1.0, 0.0] * 100
+    cand = [1.0, 0.0] * 99 + [stray, 0.0]
+    with pytest.raises(UserError, match=rf"first at doc_id 198 \(baseline 1, candidate "
+                                        rf"{stray:g}\)"):
+        normalise_metric(_paired(base, cand), where="run")

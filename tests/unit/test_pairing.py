@@ -235,3 +235,59 @@ def test_compare_and_report_are_light_nox_sessions():
                 and isinstance(node.value, ast.Dict) and isinstance(node.targets[0], ast.Name)}
     assert {"compare", "report"} <= sessions["LIGHT_COMMANDS"]
     assert not {"compare", "report"} & sessions["ENGINE_COMMANDS"]
+
+
+def test_a_duplicated_doc_id_is_refused_with_both_lines(tmp_path):
+    b = copy_fixture(tmp_path, "b")
+    path = samples_file(b, "tiny_reviews_gen")
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines + [lines[4]]) + "\n")
+    with pytest.raises(UserError, match=rf"line {len(lines) + 1}: doc_id 4 .*appears again "
+                                        r"\(first on line 5\)"):
+        read_output_dir(b)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda r: r.update(doc_id="x7"), "doc_id 'x7' is not a whole number"),
+    (lambda r: r.update(exact_match=float("inf")), "not a finite number"),
+    (lambda r: r.update(metrics="exact_match"), "`metrics` must be a list"),
+])
+def test_malformed_fields_are_named(tmp_path, change, message):
+    b = copy_fixture(tmp_path, "b")
+    edit_line(samples_file(b, "tiny_reviews_gen"), 2, change)
+    with pytest.raises(UserError, match=message):
+        read_output_dir(b)
+
+
+def test_invalid_utf8_and_non_object_lines_are_named(tmp_path):
+    b = copy_fixture(tmp_path, "b")
+    path = samples_file(b, "tiny_reviews_gen")
+    path.write_bytes(path.read_bytes() + b'{"doc_id": "\xff"}\n')
+    with pytest.raises(UserError, match="line 31: not valid UTF-8"):
+        read_output_dir(b)
+    c = copy_fixture(tmp_path, "c")
+    path = samples_file(c, "tiny_reviews_gen")
+    path.write_text(path.read_text() + "[1, 2]\n")
+    with pytest.raises(UserError, match="must be a JSON object, got list"):
+        read_output_dir(c)
+
+
+def test_a_candidate_nested_in_the_baseline_is_ambiguous_not_a_false_pass(tmp_path):
+    """Finding: with the candidate's directory inside the baseline's, the baseline read the
+    candidate's samples (newest file per task) and a real drop became PASS."""
+    base = copy_fixture(tmp_path, "base")
+    nested = base / "candidate"
+    shutil.copytree(FIXTURE, nested)
+    _set_metric(nested, "tiny_reviews_gen", "exact_match", 0.0)
+    result = _compare(tmp_path, base, nested)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "task `tiny_reviews_gen` has 2 samples files" in result.stderr
+    assert "candidate/" in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_two_runs_in_one_directory_are_named(tmp_path):
+    both = copy_fixture(tmp_path, "both")
+    (model_dir,) = [p for p in both.iterdir() if p.is_dir()]
+    shutil.copytree(model_dir, both / "another-model")
+    with pytest.raises(UserError, match="has 2 samples files .*exactly one lm-eval run"):
+        read_output_dir(both)

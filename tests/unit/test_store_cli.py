@@ -9,6 +9,7 @@ import pytest
 from synthetic_runs import FIXTURE
 
 from evals.cli import main
+from evals.errors import UserError
 
 
 @pytest.fixture
@@ -70,3 +71,37 @@ def test_runs_marks_a_broken_run(tmp_path, store_dir, capsys):
     captured = capsys.readouterr()
     assert "BROKEN" in captured.out
     assert f"broken: {manifest}: not valid JSON" in captured.err
+
+
+def test_a_pinned_golden_run_is_never_replaced_and_record_refuses_to_overwrite(tmp_path):
+    """Finding: rerunning on the same paths with new content replaced a pinned golden run's
+    record (REGRESSION became PASS). Now the same id with another result is refused."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    from evals.store import RunStore
+
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "lm_eval_run"
+    reports, store_dir = tmp_path / "r", tmp_path / "store"
+    subprocess.run([sys.executable, "-m", "evals", "compare", str(fixture), str(fixture),
+                    "--reports", str(reports), "--store", str(store_dir)], check=False,
+                   capture_output=True, cwd=fixture.parents[2], timeout=120)
+    run_dir = next(reports.glob("compare-*"))
+    store = RunStore(store_dir)
+    run_id = run_dir.name
+    deployment = store.get(run_id).entry.deployment
+    store.pin(run_id, deployment)
+    changed = tmp_path / "changed"
+    shutil.copytree(run_dir, changed)
+    summary = json.loads((changed / "summary.json").read_text())
+    summary.update(created="2030-01-01T00:00:00+00:00", verdict="PASS")
+    (changed / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(UserError, match="pinned golden run"):
+        store.record_run(changed)
+    assert store.golden(deployment).created != "2030-01-01T00:00:00+00:00"
+    result = subprocess.run([sys.executable, "-m", "evals", "record", str(changed), "--store",
+                             str(store_dir)], capture_output=True, text=True,
+                            cwd=fixture.parents[2], timeout=120)
+    assert result.returncode == 2 and "never replaced" in result.stderr

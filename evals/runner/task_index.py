@@ -1,0 +1,47 @@
+"""Are the config's task names known to lm-eval? Checked in the parent, before any worker
+or audit process starts, so a typo costs neither an engine start nor a vLLM import.
+
+The bundled tasks and an include path are found by scanning their YAML files for
+`task:`, `group:` and `tag:` names (fast); only a name not found there costs loading
+lm-eval's own task index (about 10 s on a 2-core machine).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from pathlib import Path
+
+_NAME = re.compile(r"^(task|group):[ \t]*['\"]?([^'\"\s#]+)", re.MULTILINE)
+_TAG_LIST = re.compile(r"^tag:\s*\n((?:\s*-\s*\S+\s*\n)+)", re.MULTILINE)
+_TAG_ONE = re.compile(r"^tag:[ \t]*['\"]?([^'\"\s#\[]+)", re.MULTILINE)
+
+
+def local_task_names(include_paths: list[str] | tuple[str, ...]) -> set[str]:
+    names: set[str] = set()
+    for root in include_paths:
+        for path in Path(root).rglob("*.yaml"):
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            names.update(match[1] for match in _NAME.findall(text))
+            names.update(_TAG_ONE.findall(text))
+            for block in _TAG_LIST.findall(text):
+                names.update(item.strip().lstrip("-").strip() for item in block.splitlines()
+                             if item.strip())
+    return names
+
+
+def unknown_tasks(names: list[str], include_paths: list[str] | tuple[str, ...]
+                  ) -> list[tuple[str, list[str]]]:
+    """The names neither the include paths nor lm-eval's index know, each with close
+    matches to suggest."""
+    local = local_task_names(include_paths)
+    missing = [n for n in names if n not in local]
+    if not missing:
+        return []
+    from lm_eval.tasks import TaskManager
+
+    known = set(TaskManager(include_path=list(include_paths)).all_tasks) | local
+    return [(n, difflib.get_close_matches(n, known, n=3)) for n in missing if n not in known]
