@@ -17,6 +17,7 @@ from pathlib import Path
 from evals.errors import UserError
 
 _SAMPLES_RE = re.compile(r"^samples_(?P<task>.+)_(?P<stamp>\d{4}-\d{2}-\d{2}T[\d\-.]+)\.jsonl$")
+_SURROGATES = re.compile("[\ud800-\udfff]")
 _RESULTS_RE = re.compile(r"^results_(?P<stamp>\d{4}-\d{2}-\d{2}T[\d\-.]+)\.json$")
 
 
@@ -61,8 +62,7 @@ class ArmSamples:
 def _clean(text: str) -> str:
     """Lone surrogates (valid in JSON, not in UTF-8) become U+FFFD, so every output file
     can be written."""
-    return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace") \
-        if any("\ud800" <= ch <= "\udfff" for ch in text) else text
+    return _SURROGATES.sub("\ufffd", text)
 
 
 def _text(value) -> str:

@@ -291,3 +291,47 @@ def test_two_runs_in_one_directory_are_named(tmp_path):
     shutil.copytree(model_dir, both / "another-model")
     with pytest.raises(UserError, match="has 2 samples files .*exactly one lm-eval run"):
         read_output_dir(both)
+
+
+def test_lone_surrogates_in_a_response_reach_the_report_replaced(tmp_path):
+    b = copy_fixture(tmp_path, "b")
+    edit_line(samples_file(b, "tiny_reviews_gen"), 1,
+              lambda r: r.update(resps=[["\ud800 broken"]], filtered_resps=["\ud800 broken"]))
+    result = _compare(tmp_path, FIXTURE, b)
+    assert result.returncode in (0, 1, 3), result.stderr
+    run_dir = next((tmp_path / "r").glob("compare-*"))
+    items = (run_dir / "paired_items.jsonl").read_text(encoding="utf-8")
+    assert '"\ufffd broken"' in items
+    assert (run_dir / "report.html").read_text(encoding="utf-8")
+
+
+def test_a_non_numeric_log_likelihood_is_named(tmp_path):
+    b = copy_fixture(tmp_path, "b")
+    edit_line(samples_file(b, "tiny_reviews_mc"), 3,
+              lambda r: r.update(filtered_resps=[["x", False]] * len(r["filtered_resps"])))
+    with pytest.raises(UserError, match="log-likelihood in `filtered_resps` is not a number"):
+        read_output_dir(b)
+
+
+def test_a_results_file_that_is_not_an_object_is_named(tmp_path):
+    b = copy_fixture(tmp_path, "b")
+    results = next(b.rglob("results_*.json"))
+    results.write_text("[1, 2, 3]")
+    with pytest.raises(UserError, match="a results file must be a JSON object"):
+        read_output_dir(b)
+
+
+@pytest.mark.parametrize("content, message", [
+    ("[]", "a summary must be a JSON object"),
+    ('{"schema_version": 1}', "`kind` is missing"),
+])
+def test_report_on_a_damaged_summary_exits_2(tmp_path, content, message):
+    result = _compare(tmp_path, FIXTURE, FIXTURE)
+    run_dir = next((tmp_path / "r").glob("compare-*"))
+    (run_dir / "summary.json").write_text(content)
+    rendered = subprocess.run([sys.executable, "-m", "evals", "report", str(run_dir)],
+                              capture_output=True, text=True, cwd=FIXTURE.parents[2],
+                              timeout=120)
+    assert result.returncode == 3
+    assert rendered.returncode == 2 and message in rendered.stderr, rendered.stderr
+    assert "Traceback" not in rendered.stderr
