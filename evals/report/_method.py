@@ -36,6 +36,8 @@ class MethodSection:
     tasks: tuple[TaskMethod, ...]
     sources: tuple[tuple[str, str], ...]
     warnings: tuple[str, ...]
+    pooled: str | None
+    """The stratified McNemar test over the gated tasks, in words, when it ran."""
     suite_version: str
     schema_version: str
     created: str
@@ -46,6 +48,18 @@ def _mde(t: dict) -> str:
     if fmt.finite(t.get("mde")):
         return f"{fmt.unsigned_points(t['mde'])} pts"
     return str(t.get("mde_note") or fmt.MISSING)
+
+
+def _pooled(pooled) -> str | None:
+    if not isinstance(pooled, dict):
+        return None
+    role = ("gates the run (in the Holm family with the per-task tests), adjusted p "
+            f"{fmt.pvalue(pooled.get('pvalue_adjusted'))}" if pooled.get("gates")
+            else "reported only; `gate.pooled: true` makes it gate")
+    return (f"pooled over {len(pooled.get('tasks') or [])} gated tasks: "
+            f"{fmt.count(pooled.get('correct_to_wrong'))} correct->wrong vs "
+            f"{fmt.count(pooled.get('wrong_to_correct'))} wrong->correct, exact stratified "
+            f"McNemar p {fmt.pvalue(pooled.get('pvalue'))}; {role}")
 
 
 def method_section(summary: dict) -> MethodSection:
@@ -79,6 +93,7 @@ def method_section(summary: dict) -> MethodSection:
         tasks=tuple(tasks),
         sources=tuple((str(k), str(v)) for k, v in (summary.get("sources") or {}).items()),
         warnings=tuple(str(w) for w in summary.get("warnings") or ()),
+        pooled=_pooled(summary.get("pooled")),
         suite_version=str(summary.get("suite_version", fmt.MISSING)),
         schema_version=str(summary.get("schema_version", fmt.MISSING)),
         created=str(summary.get("created", fmt.MISSING)), kind=str(summary.get("kind", "")))

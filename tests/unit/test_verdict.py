@@ -148,3 +148,20 @@ def test_floor_ceiling_and_constant_classifier_are_warned():
         "PASS says nothing about the candidate",
         "task ceiling: both arms score 1 on every item (ceiling); it can show a drop but no gain",
         "task cls: the candidate predicts `positive` for every item (a constant classifier)"]
+
+
+def test_pooled_gate_catches_a_spread_drop_and_the_report_says_so(tmp_path):
+    """Six tasks each losing a little (no task significant alone): reported without
+    `gate.pooled`, a REGRESSION with it; the method section states the pooled test."""
+    from evals.report._method import method_section
+    from evals.run_record import build_summary
+
+    analyses = [analyse(planted(f"t{k}", 1000, 16, 8)) for k in range(6)]
+    plain = decide(analyses, alpha=0.05, margin=0.03)
+    pooled = decide(analyses, alpha=0.05, margin=0.03, pooled=True)
+    assert plain.verdict is not Verdict.REGRESSION and not plain.pooled.gates
+    assert plain.pooled.correct_to_wrong == 96 and plain.pooled.wrong_to_correct == 48
+    assert pooled.verdict is Verdict.REGRESSION and "pooled regression over 6" in pooled.reason
+    summary = build_summary(kind="compare", run_id="r", config={}, analyses=analyses,
+                            verdict=pooled, arms={}, sources={}, warnings=[])
+    assert "gates the run" in method_section(summary).pooled
