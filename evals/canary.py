@@ -16,7 +16,6 @@ conservative stand-in for Holm) is searched over the rate.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -114,9 +113,9 @@ def faulty_config(config: ABConfig, fault: dict) -> ABConfig:
                                                   candidate=arm)})
 
 
-def _flip_probs(task: dict) -> tuple[float, float, int]:
+def _flip_probs(task: dict) -> tuple[float, float]:
     n = max(int(task["n"]), 1)
-    return task["correct_to_wrong"] / n, task["wrong_to_correct"] / n, n
+    return task["correct_to_wrong"] / n, task["wrong_to_correct"] / n
 
 
 def _planned(task: dict) -> int:
@@ -137,8 +136,8 @@ def min_detectable_rate(clean: dict, faulty: dict, rate: float, alpha: float,
     def best_power(r: float) -> float:
         best = 0.0
         for c, f in pairs:
-            b0, c0, _ = _flip_probs(c)
-            bf, cf, _ = _flip_probs(f)
+            b0, c0 = _flip_probs(c)
+            bf, cf = _flip_probs(f)
             scale = r / rate
             pb = max(0.0, b0 + scale * (bf - b0))
             pc = max(0.0, c0 + scale * (cf - c0))
@@ -255,11 +254,3 @@ def render_canary_table(data: dict) -> str:
     lines.append(f"wall time: {data['wall_seconds']:.0f} s in all, {clean['wall_seconds']:.0f} s "
                  "of it the clean A/B run")
     return "\n".join(lines)
-
-
-def read_canary(path: Path) -> dict:
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
-    if data.get("schema_version", 0) > CANARY_SCHEMA_VERSION:
-        raise UserError(f"{path}: schema_version {data['schema_version']} is newer than this "
-                        "suite reads; upgrade vllm-regression-evals.")
-    return data

@@ -378,10 +378,11 @@ def run_compare(dir_a: Path, dir_b: Path, *, gate: GateConfig, seed: int = 1234,
                 echo=print, store_root: Path | None = None,
                 clusters: dict[str, str] | None = None, name: str = "compare",
                 deployment: str | None = None) -> tuple[ExitCode, Path]:
-    """`name`: the run id's prefix; `deployment`: what the run store charts it under
+    """Analyses two existing lm-eval --log_samples directories (baseline first).
+
+    `name`: the run id's prefix; `deployment`: what the run store charts it under
     (default: one deployment per pair of paths, so unrelated comparisons never share a
     trend chart)."""
-    """Analyses two existing lm-eval --log_samples directories (baseline first)."""
     a, b = read_output_dir(dir_a), read_output_dir(dir_b)
     same_dir = Path(dir_a).resolve() == Path(dir_b).resolve()
     common = sorted(set(a.tasks()) & set(b.tasks()))
@@ -433,10 +434,14 @@ def finish(*, kind: str, run_dir: Path, tasks: list[TaskSpec], gate: GateConfig,
     warnings: list[str] = list((preflight or {}).get("warnings", []))
     cache_checks: list[WarmColdCheck] = []
     for spec in tasks:
-        p = pair_task(samples["baseline"], samples["candidate"], spec.name, spec.metric,
-                      spec.filter, baseline_superset=sequential is not None)
-        p = normalise_metric(p, scale=spec.scale, metric_type=spec.metric_type,
-                             where=str(run_dir.name))
+        def pair(first: str, second: str, filter_name, spec=spec, **kwargs) -> PairedTask:
+            """Two arms' items of this task, on the accuracy scale (evals.metric_scale)."""
+            return normalise_metric(
+                pair_task(samples[first], samples[second], spec.name, spec.metric, filter_name,
+                          **kwargs),
+                scale=spec.scale, metric_type=spec.metric_type, where=str(run_dir.name))
+
+        p = pair("baseline", "candidate", spec.filter, baseline_superset=sequential is not None)
         paired.append(p)
         looks = None
         if sequential is not None:
@@ -458,19 +463,14 @@ def finish(*, kind: str, run_dir: Path, tasks: list[TaskSpec], gate: GateConfig,
         for arm in ARMS:
             if arm + WARM not in samples:
                 continue
-            cold_warm = normalise_metric(
-                pair_task(samples[arm], samples[arm + WARM], spec.name, spec.metric, p.filter),
-                scale=spec.scale, metric_type=spec.metric_type, where=str(run_dir.name))
+            cold_warm = pair(arm, arm + WARM, p.filter)
             check = warm_vs_cold(arm, cold_warm)
             cache_checks.append(check)
             if check.outputs_changed:
                 warnings.append(describe(check))
             if arm == "candidate":
-                warm = normalise_metric(
-                    pair_task(samples["baseline"], samples[arm + WARM], spec.name, spec.metric,
-                              p.filter), scale=spec.scale, metric_type=spec.metric_type,
-                    where=str(run_dir.name))
-                warm = replace(warm, task=spec.name + WARM_SUFFIX)
+                warm = replace(pair("baseline", arm + WARM, p.filter),
+                               task=spec.name + WARM_SUFFIX)
                 paired.append(warm)
                 analyses.append(analyse_task(
                     warm, gated=spec.gate, alpha=gate.alpha, margin=gate.margin, seed=seed,
