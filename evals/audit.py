@@ -1,7 +1,7 @@
 """The config audit: do the arms differ only in what the config says they should?
 
 Before any item runs, both arms' effective engine configs (what vLLM will use, defaults it
-fills in included) are resolved by the runner (`evals.runner.config_audit`, in a subprocess)
+fills in included) are resolved by the runner (`evals.runner.config_resolver`, in a subprocess)
 and compared here. A difference the config did not declare stops the run:
 
 1. with `intended_change` set, any engine argument, `model`, `env` or `mode` the arms set
@@ -27,8 +27,8 @@ from typing import Any
 
 from evals.config import ABConfig
 from evals.errors import UserError
+from evals.paths import ARMS
 
-ARMS = ("baseline", "candidate")
 # intended_change names that are not engine arguments
 PSEUDO_NAMES = ("model", "env", "mode", "lora_adapter")
 OVERRIDE_FLAG = "--allow-undeclared-diff"
@@ -373,7 +373,7 @@ def run_audit(config: ABConfig, specs: Mapping | None = None, *, allow_undeclare
     `specs` maps arm names to their `ArmSpec` (extra arms such as a baseline rerun are
     ignored); by default they are built from the config.
     """
-    from evals.runner.config_audit import DEFAULT_TIMEOUT, resolve_arms
+    from evals.runner.config_resolver import DEFAULT_TIMEOUT, resolve_arms
 
     specs = specs or arm_inputs(config)
     resolved = resolve_arms({arm: specs[arm] for arm in ARMS},

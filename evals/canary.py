@@ -23,16 +23,15 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from evals import stats
-from evals.atomic_files import write_json_atomic
+from evals.records import CANARY
 from evals.comparison import DEFAULT_REPORTS, run_ab, run_id_for
 from evals.config import ABConfig, ArmConfig, Arms
 from evals.errors import ExitCode, UserError
 from evals.exercise import FP8_KV_CACHE, PREFIX_CACHING, SPEC_DECODE, declared_optimizations
 from evals.faults.catalog import FAULTS
 from evals.run_record import read_summary
-from evals.table import aligned
+from evals.report.terminal_table import aligned
 
-CANARY_SCHEMA_VERSION = 1
 TARGET_POWER = 0.8
 
 
@@ -203,7 +202,6 @@ def run_canary(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, *,
         code, run_dir = run_ab(faulty, reports_dir, store_root=store_root, echo=echo)
         results.append(_result(fault, code, run_dir, clean, config.gate.alpha))
     data = {
-        "schema_version": CANARY_SCHEMA_VERSION,
         "config": config.source, "name": config.name,
         "clean": {"run_id": clean_dir.name, "verdict": clean["verdict"],
                   "exit_code": int(clean_code), "wall_seconds": round(clean_seconds, 1)},
@@ -214,7 +212,8 @@ def run_canary(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, *,
         "passed": all(r.as_expected for r in results),
     }
     canary_dir.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(canary_dir / "canary.json", data)
+    CANARY.write(canary_dir / "canary.json", data)
+    data = CANARY.stamp(data)
     from evals.report.canary import write_canary_page  # rendering is the last step
 
     page = write_canary_page(data, canary_dir / "canary.html")

@@ -249,7 +249,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             print(f"{kind}: {path}")
         return 0
     if args.command == "plan":
-        from evals.planning import plan
+        from evals.sample_size import plan
 
         for line in plan(discordance=args.discordance, alpha=args.alpha, power=args.power,
                          drop=args.drop, margin=args.margin, items=args.items):

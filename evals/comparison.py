@@ -24,32 +24,35 @@ from evals.drift import KIND as DRIFT_KIND
 from evals.drift import (apply_chart, chart_tasks, deployment_name, drift_run_id,
                          golden_arm_dir, history_points, summary_extras)
 from evals.reuse import reuse_finished_tasks
-from evals.config import (DEFAULT_TASKS_DIR, REPO_ROOT, ABConfig, GateConfig, TaskSpec,
+from evals.config import (DEFAULT_TASKS_DIR, ABConfig, GateConfig, TaskSpec,
                           check_local_models)
 from evals.errors import ExitCode, UserError
 from evals.faults.catalog import check_vllm_version, installed_vllm
 from evals.exercise import ExerciseReport, apply_exercise_gate, assess, declared_optimizations
 from evals.clusters import cluster_ids
 from evals.metric_scale import normalise_metric
+from evals.paths import ARMS, REPORTS_DIR
 from evals.pairing import PairedTask, pair_task
+from evals.records import SPEED_RECORD
 from evals.run_record import build_summary, write_run
-from evals.runner.config_audit import resolve_arms
-from evals.runner.launch import run_arm
+from evals.runner.config_resolver import recorded_arms, resolve_arms
+from evals.runner.launch import arm_is_complete, run_arm
 from evals.runner.layout import ArmLayout
 from evals.runner.task_index import unknown_tasks
 from evals.samples import ArmSamples, read_output_dir
-from evals.sequential_plan import (first_items, item_order, look_alpha,
+from evals.runner.asks import Answerer
+from evals.schedule import item_order
+from evals.early_stop import (SequentialSummary, first_items, look_alpha,
                                    sequential_for_task)
 from evals.speed import compare_speed
-from evals.table import render_table
+from evals.report.terminal_table import render_table
 from evals.text_hygiene import visible
 from evals.task_warnings import task_warnings
 from evals.verdict import apply_speed_gate, decide
 
-ARMS = ("baseline", "candidate")
 RERUN = "baseline_rerun"  # the baseline's second run, for the A/A noise floor
 WARM = "_warm"  # samples[<arm>_warm]: a cache-stress arm's warm pass
-DEFAULT_REPORTS = REPO_ROOT / "reports"
+DEFAULT_REPORTS = REPORTS_DIR
 PREFERRED_METRICS = ("acc", "exact_match", "acc_norm")
 
 
@@ -76,18 +79,58 @@ def arm_specs(config: ABConfig, run_dir: Path) -> dict[str, ArmSpec]:
             structured_output=arm.structured_output,
             faults=tuple(f.model_dump() for f in arm.faults)).with_fingerprint()
     if config.sequential:
-        gated = sum(1 for t in config.tasks if t.gate)
-        plan = {"chunk": config.sequential.chunk, "margin": config.gate.margin,
-                "alpha": look_alpha(config.gate.alpha, gated),
-                "metrics": {t.name: [t.metric, t.filter] for t in config.tasks}}
-        specs["baseline"] = replace(specs["baseline"], sequential={**plan, "reference": None})
-        reference = str(ArmLayout(Path(specs["baseline"].output_dir)).lm_eval_dir)
-        specs["candidate"] = replace(specs["candidate"],
-                                     sequential={**plan, "reference": reference})
+        chunk = config.sequential.chunk
+        specs["baseline"] = replace(specs["baseline"], sequential={"chunk": chunk})
+        specs["candidate"] = replace(specs["candidate"], sequential={
+            "chunk": chunk, "look": True, "stop_rule": [
+                _look_alpha(config), config.gate.margin,
+                {t.name: [t.metric, t.filter] for t in config.tasks}]})
     if config.noise_floor:
         specs[RERUN] = replace(specs["baseline"], arm=RERUN,
                                output_dir=str(run_dir / "arms" / RERUN))
     return specs
+
+
+def _look_alpha(config: ABConfig) -> float:
+    return look_alpha(config.gate.alpha, sum(1 for t in config.tasks if t.gate))
+
+
+def _pair(spec: TaskSpec, first: ArmSamples, second: ArmSamples, filter_name, where: str,
+          **kwargs) -> PairedTask:
+    """Two arms' items of one task, on the accuracy scale (evals.metric_scale)."""
+    return normalise_metric(pair_task(first, second, spec.name, spec.metric, filter_name,
+                                      **kwargs),
+                            scale=spec.scale, metric_type=spec.metric_type, where=where)
+
+
+class Looks:
+    """The parent's answers to a sequential candidate's "stop now?" (evals.runner.asks):
+    after each chunk, the items so far paired with the baseline's and the sequential test
+    (evals.early_stop). Each task's last look is kept for the analysis, which so
+    does not compute it again."""
+
+    def __init__(self, config: ABConfig, baseline_dir: Path, candidate_dir: Path):
+        self.config, self.baseline_dir, self.candidate_dir = config, baseline_dir, candidate_dir
+        self.last: dict[str, SequentialSummary] = {}
+
+    def __call__(self, question: dict) -> dict:
+        if question["kind"] != "look":
+            return {"go": True}
+        task, n_items = question["task"], int(question["n_items"])
+        spec = next(t for t in self.config.tasks if t.name == task)
+        paired = _pair(spec, read_output_dir(self.baseline_dir, [task]),
+                       read_output_dir(self.candidate_dir, [task]), spec.filter,
+                       str(self.candidate_dir), baseline_superset=True)
+        try:
+            summary = sequential_for_task(
+                paired, item_order(n_items, self.config.seed, task),
+                chunk=self.config.sequential.chunk, alpha=_look_alpha(self.config),
+                margin=self.config.gate.margin, n_items=n_items)
+        except ValueError as exc:  # e.g. a metric that is not 0/1
+            return {"error": str(exc)}
+        self.last[task] = summary
+        return {"stop": summary.stopped_early, "decision": summary.decision,
+                "items_used": summary.items_used}
 
 
 def _arm_identity(spec: ArmSpec) -> tuple:
@@ -155,12 +198,18 @@ def _reuse(specs: dict[str, ArmSpec], store, echo) -> dict[str, dict[str, str]]:
 
 
 def _run_arms(config: ABConfig, specs: dict[str, ArmSpec], echo,
+              answers: dict[str, Answerer] | None = None,
               audit: _AuditWhileStarting | None = None) -> tuple[dict, dict]:
+    """Each arm in turn. The first arm's worker asks for a go before its first item (the
+    audit runs while its engine starts); a stop is raised once that worker has exited,
+    before any other arm starts."""
     layouts = {}
     for name in specs:
+        answer = (answers or {}).get(name)
+        if audit is not None and not layouts:
+            answer = audit.answerer(answer)
         try:
-            layouts[name] = run_arm(specs[name], echo=echo,
-                                    go_file=audit.go_file if audit and not layouts else None)
+            layouts[name] = run_arm(specs[name], echo=echo, answer=answer)
         except UserError as exc:
             raise UserError(f"{config.source}: {exc}") from None
         if audit is not None and len(layouts) == 1:
@@ -172,7 +221,7 @@ def _run_arms(config: ABConfig, specs: dict[str, ArmSpec], echo,
 
 
 def _speed_records(layouts: dict[str, ArmLayout], specs: dict[str, ArmSpec]) -> dict:
-    return {name: {t: json.loads(layouts[name].speed_file(t).read_text(encoding="utf-8"))
+    return {name: {t: SPEED_RECORD.read(layouts[name].speed_file(t))
                    for t in specs[name].tasks if layouts[name].speed_file(t).exists()}
             for name in layouts}
 
@@ -191,7 +240,11 @@ def config_audit(config: ABConfig, specs: dict[str, ArmSpec], checks: dict, *,
                  allow_undeclared: bool = False, echo=print) -> None:
     """Both arms' effective engine configs, resolved without an engine, compared; a stop is
     a UserError. Adds what it found to `checks`."""
-    resolved = resolve_arms({arm: specs[arm] for arm in ARMS})
+    recorded = None
+    if all(arm_is_complete(specs[arm]) for arm in ARMS):  # e.g. both arms reused
+        recorded = recorded_arms({arm: ArmLayout(Path(specs[arm].output_dir)).read_manifest()
+                                  for arm in ARMS})
+    resolved = recorded or resolve_arms({arm: specs[arm] for arm in ARMS})
     audit = audit_resolved(config, resolved, allow_undeclared=allow_undeclared)
     echo(audit.message())
     audit.check()
@@ -201,14 +254,12 @@ def config_audit(config: ABConfig, specs: dict[str, ArmSpec], checks: dict, *,
 
 
 class _AuditWhileStarting:
-    """The config audit in a thread while the first arm's engine starts: the worker runs no
-    item until the audit says go (`run_arm(go_file=...)`), so nothing is measured before the
-    audit passed, but its ~10 s of resolving overlap the engine start."""
+    """The config audit in a thread while the first arm's engine starts: that arm's worker
+    asks for a go before its first item (evals.runner.asks) and gets it only once the audit
+    passed, so nothing is measured before it did, but its ~10 s of resolving overlap the
+    engine start."""
 
-    def __init__(self, run_dir: Path, job):
-        self.go_file = run_dir / "arms" / ".audit-go"
-        self.go_file.parent.mkdir(parents=True, exist_ok=True)
-        self.go_file.unlink(missing_ok=True)
+    def __init__(self, job):
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, args=(job,), daemon=True)
         self._thread.start()
@@ -218,11 +269,18 @@ class _AuditWhileStarting:
             job()
         except BaseException as exc:  # raised in the main thread by join()
             self.error = exc
-        self.go_file.write_text("stop" if self.error else "go", encoding="utf-8")
+
+    def answerer(self, other: Answerer | None) -> Answerer:
+        """Answers "go" when the audit has finished; passes other questions on."""
+        def answer(question: dict) -> dict:
+            if question["kind"] == "go":
+                self._thread.join()
+                return {"go": self.error is None}
+            return other(question) if other else {}
+        return answer
 
     def join(self) -> None:
         self._thread.join()
-        self.go_file.unlink(missing_ok=True)
         if self.error is not None:
             raise self.error
 
@@ -268,9 +326,14 @@ def run_ab(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, fresh: bool = 
         _reuse(specs, store, echo)
     echo(f"[evals] run {run_dir.name}: {len(config.tasks)} task(s), arms run one at a time")
     started = time.time()
-    audit = _AuditWhileStarting(run_dir, lambda: config_audit(
+    audit = _AuditWhileStarting(lambda: config_audit(
         config, specs, checks, allow_undeclared=allow_undeclared, echo=echo))
-    layouts, manifests = _run_arms(config, specs, echo, audit)
+    looks = None
+    if config.sequential:
+        looks = Looks(config, ArmLayout(Path(specs["baseline"].output_dir)).lm_eval_dir,
+                      ArmLayout(Path(specs["candidate"].output_dir)).lm_eval_dir)
+    layouts, manifests = _run_arms(config, specs, echo, {"candidate": looks} if looks else None,
+                                   audit)
     for name in ARMS:  # server arms: what the audit resolved, as `vllm serve` resolves it
         if manifests[name].get("effective_engine_config") is None and \
                 checks["resolved"].get(name) is not None:
@@ -289,9 +352,9 @@ def run_ab(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, fresh: bool = 
     echo(f"[evals] both arms finished in {time.time() - started:.0f} s; analysing")
     sequential = None
     if config.sequential:
-        sequential = {"chunk": specs["candidate"].sequential["chunk"],
-                      "alpha": specs["candidate"].sequential["alpha"],
-                      "n_items": {t: manifests["candidate"]["tasks"][t]["n_items"] for t in tasks}}
+        sequential = {"chunk": config.sequential.chunk, "alpha": _look_alpha(config),
+                      "n_items": {t: manifests["candidate"]["tasks"][t]["n_items"] for t in tasks},
+                      "looks": looks.last}
     code = finish(kind="ab", run_dir=run_dir, tasks=list(config.tasks), gate=config.gate,
                   seed=config.seed, config_dump=json.loads(config.model_dump_json()),
                   samples=samples, manifests=manifests, echo=echo,
@@ -334,7 +397,8 @@ def run_drift(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, echo=print,
                       {"candidate": manifests["candidate"]}, {t.name: t.gate for t in config.tasks})
 
     def chart(analyses, verdict):
-        charts = chart_tasks(analyses, history, lam=config.drift.lam, L=config.drift.L)
+        charts = chart_tasks(analyses, history, lam=config.drift.lam, L=config.drift.L,
+                             run_id=run_dir.name)
         return apply_chart(verdict, charts), summary_extras(deployment, golden.run_id, arm,
                                                             charts)
 
@@ -435,11 +499,8 @@ def finish(*, kind: str, run_dir: Path, tasks: list[TaskSpec], gate: GateConfig,
     cache_checks: list[WarmColdCheck] = []
     for spec in tasks:
         def pair(first: str, second: str, filter_name, spec=spec, **kwargs) -> PairedTask:
-            """Two arms' items of this task, on the accuracy scale (evals.metric_scale)."""
-            return normalise_metric(
-                pair_task(samples[first], samples[second], spec.name, spec.metric, filter_name,
-                          **kwargs),
-                scale=spec.scale, metric_type=spec.metric_type, where=str(run_dir.name))
+            return _pair(spec, samples[first], samples[second], filter_name, run_dir.name,
+                         **kwargs)
 
         p = pair("baseline", "candidate", spec.filter, baseline_superset=sequential is not None)
         paired.append(p)
@@ -447,9 +508,11 @@ def finish(*, kind: str, run_dir: Path, tasks: list[TaskSpec], gate: GateConfig,
         if sequential is not None:
             n_items = sequential["n_items"][spec.name]
             order = item_order(n_items, seed, spec.name)
-            looks = sequential_for_task(p, order, chunk=sequential["chunk"],
-                                        alpha=sequential["alpha"], margin=gate.margin,
-                                        n_items=n_items)
+            looks = sequential.get("looks", {}).get(spec.name)
+            if looks is None or looks.items_used != p.n:  # e.g. resumed: no live look
+                looks = sequential_for_task(p, order, chunk=sequential["chunk"],
+                                            alpha=sequential["alpha"], margin=gate.margin,
+                                            n_items=n_items)
             p = paired[-1] = first_items(p, order, looks.items_used)
         noise = None
         if RERUN in samples:

@@ -15,10 +15,10 @@ from pydantic import (BaseModel, ConfigDict, Field, ValidationError, field_valid
                       model_validator)
 
 from evals.errors import UserError
+from evals.paths import REPO_ROOT, TASKS_DIR
 from evals.faults.catalog import FAULTS, check_applies
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_TASKS_DIR = REPO_ROOT / "tasks"
+DEFAULT_TASKS_DIR = TASKS_DIR
 
 
 class _Strict(BaseModel):
@@ -141,7 +141,7 @@ class GateConfig(_Strict):
 
 class SequentialConfig(_Strict):
     """Opt-in early stop: items run in a seeded random order, in chunks; the candidate stops
-    once a regression is established or non-inferiority is shown (see evals.sequential_plan)."""
+    once a regression is established or non-inferiority is shown (see evals.early_stop)."""
 
     chunk: int = Field(100, ge=10, description="items per look")
 

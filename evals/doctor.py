@@ -27,8 +27,8 @@ from typing import Literal
 
 from evals.config import ABConfig, load_config
 from evals.errors import UserError
+from evals.paths import ARMS
 
-ARMS = ("baseline", "candidate")
 Severity = Literal["error", "warning", "info"]
 SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
 

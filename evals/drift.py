@@ -27,6 +27,7 @@ from evals import stats
 from evals.analysis import TaskAnalysis
 from evals.config import ABConfig
 from evals.errors import UserError
+from evals.records import DRIFT_CHART
 from evals.verdict import RunVerdict, Verdict
 
 KIND = "drift"
@@ -61,9 +62,13 @@ def paired_standard_error(analysis_n: int, flip_rate: float, delta: float) -> fl
 
 
 def chart_tasks(analyses: list[TaskAnalysis], history: dict[str, list], *, lam: float,
-                L: float) -> dict[str, dict]:
+                L: float, run_id: str = "(this run)") -> dict[str, dict]:
     """EWMA chart per gated task over earlier drift runs (`history[task]`: SeriesPoints,
-    oldest first) plus this run. Points without a standard error are left out."""
+    oldest first) plus this run (`run_id`). Points without a standard error are left out.
+
+    Each chart is a record of everything the gate decided on (lambda, L, target, sigma,
+    points, limits, alarms); the run stores it in its summary and the trend page draws
+    exactly it, so the page cannot show an alarm the gate did not raise, or miss one."""
     charts = {}
     for a in analyses:
         if not a.gated:
@@ -75,11 +80,13 @@ def chart_tasks(analyses: list[TaskAnalysis], history: dict[str, list], *, lam: 
             se = min((p[2] for p in points), default=None)
         if se is None:
             continue
-        points.append(("(this run)", a.delta, se))
+        points.append((run_id, a.delta, se))
         chart = stats.ewma_chart([p[1] for p in points], sigma=[p[2] for p in points],
-                                 lam=lam, L=L, alternative="less")
-        charts[a.task] = {
+                                 target=0.0, lam=lam, L=L, alternative="less")
+        charts[a.task] = DRIFT_CHART.stamp({
             "method": f"EWMA, lambda={lam:g}, L={L:g}, exact limits, one-sided (drops)",
+            "lambda": lam, "L": L, "target": 0.0,
+            "sigma_source": "the paired standard error of each drift run's delta",
             "runs": [p[0] for p in points],
             "delta": [float(p[1]) for p in points],
             "sigma": [float(p[2]) for p in points],
@@ -87,7 +94,7 @@ def chart_tasks(analyses: list[TaskAnalysis], history: dict[str, list], *, lam: 
             "lower_limit": [float(x) for x in chart.lower_limit],
             "alarms": list(chart.alarms),
             "alarm_now": (len(points) - 1) in chart.alarms,
-        }
+        })
     return charts
 
 

@@ -18,10 +18,10 @@ from evals import __version__
 from evals.analysis import TaskAnalysis
 from evals.errors import UserError
 from evals.pairing import PairedTask
-from evals.atomic_files import write_json_atomic
+from evals.records import PAIRED_ITEMS, SUMMARY
 from evals.verdict import RunVerdict
 
-SUMMARY_SCHEMA_VERSION = 1
+SUMMARY_SCHEMA_VERSION = SUMMARY.version
 SUMMARY_FILE = "summary.json"
 ITEMS_FILE = "paired_items.jsonl"
 
@@ -76,7 +76,7 @@ def build_summary(*, kind: str, run_id: str, config: dict, analyses: list[TaskAn
 def write_paired_items(path: Path, paired: list[PairedTask]) -> None:
     tmp = path.with_suffix(".tmp")
     with tmp.open("w", encoding="utf-8") as handle:
-        handle.write(json.dumps({"schema_version": SUMMARY_SCHEMA_VERSION}) + "\n")
+        handle.write(json.dumps(PAIRED_ITEMS.stamp({})) + "\n")
         for p in paired:
             for i, (rb, rc) in enumerate(zip(p.baseline_records, p.candidate_records)):
                 handle.write(json.dumps({
@@ -92,7 +92,7 @@ def write_paired_items(path: Path, paired: list[PairedTask]) -> None:
 def write_run(run_dir: Path, summary: dict, paired: list[PairedTask]) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
     write_paired_items(run_dir / ITEMS_FILE, paired)
-    write_json_atomic(run_dir / SUMMARY_FILE, summary)
+    SUMMARY.write(run_dir / SUMMARY_FILE, summary)
 
 
 _REQUIRED = {"kind": str, "run_id": str, "verdict": str, "exit_code": int, "reason": str,
@@ -101,14 +101,7 @@ _TASK_REQUIRED = {"task": str, "verdict": str}
 
 
 def migrate_summary(data: dict, where: Path) -> dict:
-    if not isinstance(data, dict):
-        raise UserError(f"{where}: a summary must be a JSON object, got {type(data).__name__}.")
-    version = data.get("schema_version")
-    if not isinstance(version, int):
-        raise UserError(f"{where}: no schema_version; not a summary written by this suite.")
-    if version > SUMMARY_SCHEMA_VERSION:
-        raise UserError(f"{where}: schema_version {version} is newer than this suite reads "
-                        f"({SUMMARY_SCHEMA_VERSION}); upgrade vllm-regression-evals.")
+    data = SUMMARY.load(data, str(where))
     for key, kind in _REQUIRED.items():
         if not isinstance(data.get(key), kind) or isinstance(data.get(key), bool):
             raise UserError(f"{where}: `{key}` is missing or not a {kind.__name__}; not a "
@@ -117,7 +110,7 @@ def migrate_summary(data: dict, where: Path) -> dict:
         if not isinstance(task, dict) or any(not isinstance(task.get(k), t)
                                              for k, t in _TASK_REQUIRED.items()):
             raise UserError(f"{where}: tasks[{index}] lacks `task` or `verdict`.")
-    return data  # version 1 is the only layout so far
+    return data
 
 
 def read_summary(run_dir: Path) -> dict:
@@ -137,10 +130,11 @@ def read_paired_items(run_dir: Path) -> list[dict]:
         return []
     rows = []
     with path.open(encoding="utf-8") as handle:
-        header = json.loads(handle.readline() or "{}")
-        if header.get("schema_version", 0) > SUMMARY_SCHEMA_VERSION:
-            raise UserError(f"{path}: schema_version {header['schema_version']} is newer than "
-                            "this suite reads; upgrade vllm-regression-evals.")
+        try:
+            header = json.loads(handle.readline() or "{}")
+        except json.JSONDecodeError:
+            raise UserError(f"{path}, line 1: not valid JSON (truncated?).") from None
+        PAIRED_ITEMS.load(header, f"{path}, line 1")
         for line_no, line in enumerate(handle, 2):
             try:
                 rows.append(json.loads(line))

@@ -88,8 +88,9 @@ def _task_entry(task: PlantedTask, paired: PairedTask) -> dict:
 
 def write_synthetic_run(run_dir: Path, *, run_id: str, created: str, tasks: list[PlantedTask],
                         rng: np.random.Generator, config_name: str = "synthetic",
-                        text: bool = True) -> Path:
-    """Writes run_dir/summary.json and paired_items.jsonl; returns run_dir."""
+                        text: bool = True, extra: dict | None = None) -> Path:
+    """Writes run_dir/summary.json and paired_items.jsonl; returns run_dir. `extra`: more
+    summary keys (e.g. a drift run's `drift`, with `verdict`/`reason` overrides)."""
     summary = copy.deepcopy(_template())
     paired = [paired_task(t, rng, text) for t in tasks]
     entries = [_task_entry(t, p) for t, p in zip(tasks, paired)]
@@ -98,6 +99,7 @@ def write_synthetic_run(run_dir: Path, *, run_id: str, created: str, tasks: list
     summary.update(run_id=run_id, created=created, tasks=entries, verdict=verdict,
                    exit_code={"PASS": 0, "REGRESSION": 1, "INCONCLUSIVE": 3}[verdict])
     summary["config"] = dict(summary["config"], name=config_name)
+    summary.update(extra or {})
     for arm, info in summary["arms"].items():
         info["tasks"] = {t.name: {"task": t.name, "key": hashlib.sha256(
             f"{run_id}|{arm}|{t.name}".encode()).hexdigest()[:20]} for t in tasks}

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from evals.report import _formatting as fmt
+from evals.paths import ARMS
 
-ARMS = ("baseline", "candidate")
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,11 +6,11 @@ The x axis is in percentage points so it reads like the summary table.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from evals.report import _formatting as fmt
 from evals.report._summary_rows import verdict_class
+from evals.report._svg_axis import Axis
 
 WIDTH = 760
 LABEL_WIDTH = 210
@@ -60,30 +60,15 @@ class ForestPlot:
     ticks: tuple[Tick, ...]
 
 
-def _nice_step(span: float, target_ticks: int = 6) -> float:
-    raw = span / target_ticks
-    magnitude = 10 ** math.floor(math.log10(raw))
-    for multiple in (1, 2, 2.5, 5, 10):
-        if raw <= multiple * magnitude:
-            return multiple * magnitude
-    return 10 * magnitude
-
-
 def forest_plot(summary: dict) -> ForestPlot:
     tasks = summary.get("tasks", [])
     margin_pts = float((summary.get("gate") or {}).get("margin", 0.0)) * 100
     values = [-margin_pts, 0.0]
     for t in tasks:
         values += [t.get(k) * 100 for k in ("delta", "ci_low", "ci_high") if fmt.finite(t.get(k))]
-    low, high = min(values), max(values)
-    pad = max((high - low) * 0.08, 0.5)
-    low, high = low - pad, high + pad
-    step = _nice_step(high - low)
-    low, high = math.floor(low / step) * step, math.ceil(high / step) * step
     left, right = float(LABEL_WIDTH), float(WIDTH - VALUE_WIDTH)
-
-    def x(v_pts: float) -> float:
-        return round(left + (v_pts - low) / (high - low) * (right - left), 2)
+    axis = Axis.fit(values, start=left, end=right, pad_share=0.08, min_pad=0.5)
+    x = axis.position
 
     def x_of(value) -> float | None:
         return x(value * 100) if fmt.finite(value) else None
@@ -99,9 +84,7 @@ def forest_plot(summary: dict) -> ForestPlot:
                   f"{fmt.points_interval(t.get('ci_low'), t.get('ci_high'))}",
             verdict_class=verdict_class(str(t.get("verdict", "")))))
     bottom = TOP + ROW_HEIGHT * max(len(tasks), 1)
-    n_ticks = int(round((high - low) / step))
-    ticks = tuple(Tick(x(v), "0" if abs(v) < step / 1000 else f"{v:+g}")
-                  for v in (low + k * step for k in range(n_ticks + 1)))
+    ticks = tuple(Tick(position, label) for position, label in axis.ticks())
     return ForestPlot(
         width=WIDTH, height=int(bottom + AXIS_HEIGHT), plot_left=left, plot_right=right,
         plot_top=TOP / 2, plot_bottom=bottom, tick_y=bottom + 16, margin_label_y=bottom + 32,

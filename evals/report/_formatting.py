@@ -1,6 +1,6 @@
 """How numbers and plain values are written in every report (HTML, Markdown, JUnit).
 
-One place, so the report, the PR comment and the terminal table (`evals.table`) agree:
+One place, so the report, the PR comment and the terminal table (`evals.report.terminal_table`) agree:
 means with three decimals, deltas in percentage points, p-values with three
 significant digits. Missing or non-finite values print as an en dash.
 """

@@ -1,17 +1,13 @@
-"""One task's drift chart: its delta per run with intervals, the EWMA line and its control
-limits, alarmed runs marked. Geometry in SVG user units, computed here; the template only
-places the shapes. The y axis is in percentage points, the x axis is run order.
+"""One task's trend chart: its delta per run with intervals and, when a drift gate charted
+the task, exactly that gate's EWMA line, lower control limit and alarms. Geometry in SVG
+user units, computed here; the template only places the shapes. The y axis is in
+percentage points, the x axis is run order.
 
-What is charted (stated on the page):
-* target: the golden run's delta for the task when the deployment has one pinned, else 0;
-* sigma per run: the A/A noise floor, sqrt(noise flips) / n, when every run measured a
-  non-zero one (the run-to-run spread of a delta over a fixed item set: each of the
-  noise flips moves the delta by 1/n either way); else the paired standard error
-  of each run's delta, which also counts item sampling and so makes the chart slower
-  to alarm; a run where no item changed gets the standard error of one change, 1/n; else
-  (no standard errors) the moving-range estimate from the deltas themselves;
-* EWMA (lam, L) and tabular CUSUM (k, h) alarm on drops only; a run is marked when
-  either alarms.
+Nothing is recomputed here. The drift gate (evals.drift.chart_tasks) stores its chart in
+each drift run's summary - lambda, L, target, sigma per run, the EWMA, the limit and the
+alarms - and the page draws the newest drift run's chart, so the page and the gate cannot
+disagree. Runs of other kinds (A/B runs of the deployment, comparisons) are drawn as
+points without a control chart: no gate watched them as a series.
 """
 
 from __future__ import annotations
@@ -19,12 +15,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
 from evals.report import _formatting as fmt
-from evals.report._forest_plot import _nice_step
+from evals.report._svg_axis import Axis
 from evals.store import SeriesPoint
-from evals.stats.control_chart import cusum_chart, ewma_chart
 
 WIDTH = 760
 HEIGHT = 230
@@ -33,11 +26,6 @@ RIGHT = 16
 TOP = 12
 BOTTOM = 40
 MAX_DATE_LABELS = 6
-
-EWMA_LAMBDA = 0.2
-EWMA_L = 2.7
-CUSUM_K = 0.5
-CUSUM_H = 4.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,9 +58,9 @@ class TaskChart:
     plot_bottom: float
     points: tuple[ChartPoint, ...]
     ewma_line: str
-    """SVG polyline points of the EWMA statistic ('' when not charted)."""
-    upper_line: str
+    """SVG polyline points of the gate's EWMA ('' when no gate charted the task)."""
     lower_line: str
+    """The gate's lower control limit (the gate alarms on drops only)."""
     target_y: float | None
     zero_y: float
     y_ticks: tuple[Tick, ...]
@@ -80,107 +68,97 @@ class TaskChart:
     sigma_note: str
     alarm_note: str
     target_note: str
-
-
-@dataclass(frozen=True, slots=True)
-class _Control:
-    ewma: np.ndarray
-    lower: np.ndarray
-    upper: np.ndarray
-    alarms: frozenset[int]
-    sigma_note: str
-    alarm_note: str
-
-
-def _sigma(series: tuple[SeriesPoint, ...]) -> tuple[np.ndarray | None, str]:
-    if all(p.noise_flips and p.n for p in series):
-        return (np.array([math.sqrt(p.noise_flips) / p.n for p in series]),
-                "sigma per run: the A/A noise floor, sqrt(noise flips) / n")
-    if all(p.standard_error is not None and p.n for p in series):
-        return (np.array([max(p.standard_error, 1.0 / p.n) for p in series]),
-                "sigma per run: the paired standard error of its delta (item sampling "
-                "included, so the chart is slow to alarm)")
-    return None, "sigma: the moving-range estimate from the deltas (some runs have no " \
-                 "standard error)"
+    alarms: tuple[str, ...]
+    """Run ids the gate alarmed at, in run order."""
 
 
 def _date(iso: str) -> str:
     return iso[:16].replace("T", " ")
 
 
-def _first_alarm_text(name: str, alarms: tuple[int, ...], series) -> str:
-    if not alarms:
-        return f"{name}: no alarm"
-    first = series[alarms[0]]
-    return f"{name}: {len(alarms)} alarm(s), first at {first.run_id} ({_date(first.created)})"
-
-
-def _control(series: tuple[SeriesPoint, ...], target: float) -> _Control | None:
-    deltas = np.array([p.delta for p in series])
-    sigma, note = _sigma(series)
-    if sigma is None and (len(series) < 3 or np.all(np.diff(deltas) == 0)):
-        return None
-    ewma = ewma_chart(deltas, target=target, sigma=sigma, lam=EWMA_LAMBDA, L=EWMA_L)
-    cusum = cusum_chart(deltas, target=target, sigma=sigma, k=CUSUM_K, h=CUSUM_H)
-    return _Control(
-        ewma=ewma.statistic, lower=ewma.lower_limit, upper=ewma.upper_limit,
-        alarms=frozenset(ewma.alarms) | frozenset(cusum.alarms), sigma_note=note,
-        alarm_note=f"{_first_alarm_text('EWMA', ewma.alarms, series)}; "
-                   f"{_first_alarm_text('CUSUM', cusum.alarms, series)}")
-
-
 def _polyline(xs: list[float], ys: list[float]) -> str:
     return " ".join(f"{x:.2f},{y:.2f}" for x, y in zip(xs, ys))
 
 
-def task_chart(task: str, series: tuple[SeriesPoint, ...], golden_delta: float | None,
-               golden_run_id: str | None) -> TaskChart:
-    """The chart of one task's series (oldest run first)."""
-    target = golden_delta if golden_delta is not None else 0.0
-    target_note = (f"target: the delta of golden run {golden_run_id}, {fmt.points(target)} pts"
-                   if golden_delta is not None else "target: 0 (no golden run pinned)")
-    control = _control(series, target) if series else None
-    values = [0.0, target * 100]
-    for p in series:
-        values += [v * 100 for v in (p.delta, p.ci_low, p.ci_high) if fmt.finite(v)]
-    if control is not None:
-        values += list(control.lower * 100) + list(control.upper * 100)
-    low, high = min(values), max(values)
-    pad = max((high - low) * 0.06, 0.25)
-    step = _nice_step(high - low + 2 * pad, target_ticks=5)
-    low, high = math.floor((low - pad) / step) * step, math.ceil((high + pad) / step) * step
+def _gate_points(gate: dict, series: tuple[SeriesPoint, ...]) -> list[SeriesPoint | tuple]:
+    """The gate's runs in its order: the stored series point when the store has it (for
+    the interval, date and golden flag), else (run_id, delta) from the chart itself."""
+    by_run = {p.run_id: p for p in series}
+    return [by_run.get(run, (run, delta)) for run, delta in zip(gate["runs"], gate["delta"])]
+
+
+def task_chart(task: str, series: tuple[SeriesPoint, ...], gate: dict | None,
+               gate_run_id: str | None, golden_run_id: str | None) -> TaskChart:
+    """The chart of one task: `series` is every stored run's point (oldest first); `gate`
+    the newest drift run's stored chart of this task (`gate_run_id`), or None."""
+    points = _gate_points(gate, series) if gate else list(series)
+    alarm_idx = set(gate["alarms"]) if gate else set()
+    target = float(gate.get("target", 0.0)) if gate else None
+
+    def delta(p) -> float:
+        return p.delta if isinstance(p, SeriesPoint) else float(p[1])
+
+    values = [0.0]
+    for p in points:
+        values.append(delta(p) * 100)
+        if isinstance(p, SeriesPoint):
+            values += [v * 100 for v in (p.ci_low, p.ci_high) if fmt.finite(v)]
+    if gate:
+        values += [v * 100 for v in gate["lower_limit"] + gate["ewma"] if fmt.finite(v)]
     top, bottom = float(TOP), float(HEIGHT - BOTTOM)
     left, right = float(LEFT), float(WIDTH - RIGHT)
-    slot = (right - left) / max(len(series), 1)
+    axis = Axis.fit(values, start=bottom, end=top, pad_share=0.06, min_pad=0.25,
+                    target_ticks=5)
 
     def y(value: float) -> float:
-        return round(top + (high - value * 100) / (high - low) * (bottom - top), 2)
+        return axis.position(value * 100)
 
     def y_or_none(value) -> float | None:
         return y(value) if fmt.finite(value) else None
 
-    xs = [round(left + slot * (i + 0.5), 2) for i in range(len(series))]
-    alarms = control.alarms if control else frozenset()
-    points = tuple(ChartPoint(
-        run_id=p.run_id, x=xs[i], y=y(p.delta), y_low=y_or_none(p.ci_low),
-        y_high=y_or_none(p.ci_high), golden=p.golden, alarm=i in alarms,
-        tooltip=(f"{p.run_id} ({_date(p.created)}): delta {fmt.points(p.delta)} pts "
-                 f"{fmt.points_interval(p.ci_low, p.ci_high)}, n={p.n}, {p.verdict or '?'}"
-                 + (", golden" if p.golden else "") + (", ALARM" if i in alarms else "")))
-        for i, p in enumerate(series))
-    n_ticks = int(round((high - low) / step))
-    y_ticks = tuple(Tick(y(v / 100), "0" if abs(v) < step / 1000 else f"{v:+g}")
-                    for v in (low + k * step for k in range(n_ticks + 1)))
-    every = max(1, math.ceil(len(series) / MAX_DATE_LABELS))
-    x_labels = tuple(Tick(xs[i], series[i].created[:10]) for i in range(0, len(series), every))
+    slot = (right - left) / max(len(points), 1)
+    xs = [round(left + slot * (i + 0.5), 2) for i in range(len(points))]
+    chart_points = []
+    for i, p in enumerate(points):
+        alarm = i in alarm_idx
+        if isinstance(p, SeriesPoint):
+            chart_points.append(ChartPoint(
+                run_id=p.run_id, x=xs[i], y=y(p.delta), y_low=y_or_none(p.ci_low),
+                y_high=y_or_none(p.ci_high), golden=p.golden, alarm=alarm,
+                tooltip=(f"{p.run_id} ({_date(p.created)}): delta {fmt.points(p.delta)} pts "
+                         f"{fmt.points_interval(p.ci_low, p.ci_high)}, n={p.n}, "
+                         f"{p.verdict or '?'}" + (", golden" if p.golden else "")
+                         + (", ALARM" if alarm else ""))))
+        else:
+            chart_points.append(ChartPoint(
+                run_id=p[0], x=xs[i], y=y(delta(p)), y_low=None, y_high=None, golden=False,
+                alarm=alarm, tooltip=f"{p[0]}: delta {fmt.points(delta(p))} pts (not in the "
+                                     "store any more)" + (", ALARM" if alarm else "")))
+    dated = [p for p in points if isinstance(p, SeriesPoint)]
+    every = max(1, math.ceil(len(points) / MAX_DATE_LABELS))
+    x_labels = tuple(Tick(xs[i], points[i].created[:10]) for i in range(0, len(points), every)
+                     if isinstance(points[i], SeriesPoint))
+    alarms = tuple(chart_points[i].run_id for i in sorted(alarm_idx) if i < len(chart_points))
+    if gate:
+        sigma_note = f"sigma per run: {gate.get('sigma_source', 'as the drift gate used')}"
+        alarm_note = (f"the drift gate's chart as stored by {gate_run_id}: {gate['method']}; "
+                      + (f"{len(alarms)} alarm(s), first at {alarms[0]}" if alarms
+                         else "no alarm"))
+        target_note = (f"target: {target * 100:g} pts (each drift run's delta is already "
+                       "against the golden run"
+                       + (f" {golden_run_id})" if golden_run_id else ")"))
+    else:
+        sigma_note = ("no control chart: no drift run of this deployment charted this task "
+                      "(`python -m evals drift` does)")
+        alarm_note = ""
+        target_note = "points: each run's delta and interval"
     return TaskChart(
-        task=task, metric=series[-1].metric if series else "", width=WIDTH, height=HEIGHT,
-        plot_left=left, plot_right=right, plot_top=top, plot_bottom=bottom, points=points,
-        ewma_line=_polyline(xs, [y(v) for v in control.ewma]) if control else "",
-        upper_line=_polyline(xs, [y(v) for v in control.upper]) if control else "",
-        lower_line=_polyline(xs, [y(v) for v in control.lower]) if control else "",
-        target_y=y(target) if control else None, zero_y=y(0.0), y_ticks=y_ticks,
-        x_labels=x_labels,
-        sigma_note=control.sigma_note if control else "not charted: too few runs to estimate "
-                                                         "the spread",
-        alarm_note=control.alarm_note if control else "", target_note=target_note)
+        task=task, metric=dated[-1].metric if dated else (series[-1].metric if series else ""),
+        width=WIDTH, height=HEIGHT, plot_left=left, plot_right=right, plot_top=top,
+        plot_bottom=bottom, points=tuple(chart_points),
+        ewma_line=_polyline(xs, [y(v) for v in gate["ewma"]]) if gate else "",
+        lower_line=_polyline(xs, [y(v) for v in gate["lower_limit"]]) if gate else "",
+        target_y=y(target) if target is not None else None, zero_y=y(0.0),
+        y_ticks=tuple(Tick(position, label) for position, label in axis.ticks()),
+        x_labels=x_labels, sigma_note=sigma_note, alarm_note=alarm_note,
+        target_note=target_note, alarms=alarms)

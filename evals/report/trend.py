@@ -18,12 +18,13 @@ from urllib.parse import quote
 
 from markupsafe import Markup
 
+from evals.drift import KIND as DRIFT_KIND
 from evals.errors import UserError
+from evals.records import DRIFT_CHART
 from evals.report._html import PACKAGE_DIR, _csp_hash, environment
 from evals.report._outputs import _write_atomic
 from evals.report._summary_rows import verdict_class
-from evals.report._trend_chart import (CUSUM_H, CUSUM_K, EWMA_L, EWMA_LAMBDA, TaskChart,
-                                       task_chart)
+from evals.report._trend_chart import TaskChart, task_chart
 from evals.store import RunEntry, RunStore
 
 DEFAULT_TREND_FILE = "history.html"
@@ -80,33 +81,47 @@ def _run_row(entry: RunEntry, out_dir: Path) -> RunRow:
         n_items=entry.n_items, problem=entry.problem)
 
 
+def gate_charts(store: RunStore, deployment: str) -> tuple[str | None, dict[str, dict]]:
+    """The newest drift run of the deployment that stored control charts, and its charts
+    per task (evals.drift.chart_tasks), or (None, {})."""
+    for entry in store.list_runs(limit=None, deployment=deployment):  # newest first
+        if entry.kind != DRIFT_KIND:
+            continue
+        drift = (store.get(entry.run_id).manifest.get("summary_other") or {}).get("drift")
+        charts = (drift or {}).get("charts")
+        if charts:
+            return entry.run_id, {task: DRIFT_CHART.load(chart, f"run {entry.run_id}, drift "
+                                                               f"chart of {task}")
+                                  for task, chart in charts.items()}
+    return None, {}
+
+
 def _section(store: RunStore, deployment: str, number: int, out_dir: Path) -> DeploymentSection:
     golden = store.golden(deployment)
-    charts = []
-    for task in store.tasks(deployment):
-        series = store.series(deployment, task)
-        golden_delta = next((p.delta for p in series if p.golden), None)
-        charts.append(task_chart(task, series, golden_delta,
-                                 golden.run_id if golden else None))
+    gate_run, gates = gate_charts(store, deployment)
+    charts = tuple(task_chart(task, store.series(deployment, task), gates.get(task), gate_run,
+                              golden.run_id if golden else None)
+                   for task in store.tasks(deployment))
     runs = store.list_runs(limit=None, deployment=deployment)
     return DeploymentSection(
         name=deployment, anchor=f"deployment-{number}",
-        golden_run_id=golden.run_id if golden else None, charts=tuple(charts),
+        golden_run_id=golden.run_id if golden else None, charts=charts,
         runs=tuple(_run_row(e, out_dir) for e in runs))
 
 
 def _method() -> tuple[str, ...]:
     return (
-        "Points: each run's delta (candidate minus baseline) in percentage points, with the "
-        "interval its verdict used; runs are in time order.",
-        f"Line and dashed band: the EWMA of the deltas (lambda {EWMA_LAMBDA:g}) and its exact "
-        f"control limits, target \u00b1 {EWMA_L:g} standard deviations of the EWMA "
-        "(Montgomery, Introduction to Statistical Quality Control, sec. 9.2).",
-        f"Alarms (red): the EWMA below its lower limit, or the tabular CUSUM of the "
-        f"standardized deltas above h = {CUSUM_H:g} with k = {CUSUM_K:g} (sec. 9.1). Both "
-        "look for drops only.",
-        "The target is the golden run's delta when one is pinned (python -m evals pin), "
-        "else 0. Each chart states where its sigma comes from.",
+        "Points: each run's delta (candidate minus baseline; for a drift run, this run minus "
+        "the golden run) in percentage points, with the interval its verdict used; runs are "
+        "in time order.",
+        "Line and dashed limit: the drift gate's own EWMA control chart, as the newest drift "
+        "run stored it - its lambda and L (the config's `drift:`), target 0, sigma per run "
+        "the paired standard error, exact limits (Montgomery, Introduction to Statistical "
+        "Quality Control, sec. 9.2). Nothing is recomputed for the page.",
+        "Alarms (red): the runs where that chart's EWMA fell below its lower limit; an alarm "
+        "at the newest drift run is what made its verdict REGRESSION. The gate looks for "
+        "drops only.",
+        "Tasks no drift run charted (A/B runs, comparisons) show their points only.",
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,11 +18,12 @@ from pathlib import Path
 
 from evals.arm_spec import ArmSpec
 from evals.errors import RunFailed, UserError
+from evals.paths import REPO_ROOT
 from evals.faults.catalog import ENV_VAR as FAULTS_ENV
 from evals.faults.catalog import encode_env
+from evals.runner.asks import ASK_DIR_ENV, ASK_PREFIX, Answerer, answer_line
 from evals.runner.layout import ArmLayout
 
-REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 BAD_INPUT_PREFIX = "[evals-bad-input] "  # the worker's marker for a bad-input message
 
 
@@ -65,14 +67,13 @@ def terminate_with_parent() -> None:
         pass
 
 
-GO_FILE_ENV = "EVALS_GO_FILE"
-
-
-def run_arm(spec: ArmSpec, echo=print, go_file: Path | None = None) -> ArmLayout:
+def run_arm(spec: ArmSpec, echo=print, answer: Answerer | None = None) -> ArmLayout:
     """Runs (or resumes, or reuses) one arm. Raises RunFailed with the log's last lines.
 
-    With `go_file`, the worker starts its engine at once but runs no item before that
-    file says `go` (it stops if it says anything else): the config audit runs meanwhile."""
+    With `answer`, the worker's questions (evals.runner.asks) go to it: `{"kind": "go"}`
+    once its engine is ready and before any item (the config audit may run meanwhile), and
+    `{"kind": "look", ...}` after each chunk of a sequential run. Without it the worker
+    goes at once and never stops early."""
     layout = ArmLayout(Path(spec.output_dir))
     layout.root.mkdir(parents=True, exist_ok=True)
     layout.spec_path.write_text(spec.to_json() + "\n", encoding="utf-8")
@@ -81,11 +82,13 @@ def run_arm(spec: ArmSpec, echo=print, go_file: Path | None = None) -> ArmLayout
         return layout
     tail: deque[str] = deque(maxlen=25)
     bad_input: list[str] = []
+    asks_dir = layout.root / "asks"
+    shutil.rmtree(asks_dir, ignore_errors=True)  # an earlier attempt's unread answers
     with layout.log_path.open("a", encoding="utf-8") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "evals.runner.worker", str(layout.spec_path)],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env={**worker_env(spec), **({GO_FILE_ENV: str(go_file)} if go_file else {})},
+            env={**worker_env(spec), **({ASK_DIR_ENV: str(asks_dir)} if answer else {})},
             cwd=str(REPO_ROOT), text=True, errors="replace",
             start_new_session=True, preexec_fn=terminate_with_parent)
         try:
@@ -96,6 +99,8 @@ def run_arm(spec: ArmSpec, echo=print, go_file: Path | None = None) -> ArmLayout
                 tail.append(line.rstrip("\n"))
                 if line.startswith("[evals]"):
                     echo(line.rstrip("\n"))
+                elif line.startswith(ASK_PREFIX) and answer is not None:
+                    answer_line(line, asks_dir, answer)
                 elif line.startswith(BAD_INPUT_PREFIX):
                     bad_input.append(line[len(BAD_INPUT_PREFIX):].strip())
             code = proc.wait()

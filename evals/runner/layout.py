@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from evals.atomic_files import write_json_atomic
-
-MANIFEST_SCHEMA_VERSION = 1
+from evals.errors import UserError
+from evals.records import ARM_MANIFEST, CHUNK_MARKER, FAULT_TALLY, TASK_MARKER
 
 
 class ArmLayout:
@@ -41,7 +39,7 @@ class ArmLayout:
 
     @staticmethod
     def mark_chunk_done(chunk_dir: Path, items: int) -> None:
-        write_json_atomic(chunk_dir / "done.json", {"items": items})
+        CHUNK_MARKER.write(chunk_dir / "done.json", {"items": items})
 
     def task_marker(self, task: str) -> Path:
         return self.tasks_dir / f"{task}.json"
@@ -51,23 +49,23 @@ class ArmLayout:
         if not marker.exists():
             return False
         try:
-            return json.loads(marker.read_text(encoding="utf-8")).get("key") == key
-        except json.JSONDecodeError:
+            return TASK_MARKER.read(marker).get("key") == key
+        except UserError:  # half-written by a crash, or from a newer suite: run it again
             return False
 
     def task_record(self, task: str) -> dict:
-        return json.loads(self.task_marker(task).read_text(encoding="utf-8"))
+        return TASK_MARKER.read(self.task_marker(task))
 
     def mark_task_done(self, task: str, record: dict) -> None:
-        write_json_atomic(self.task_marker(task), record)
+        TASK_MARKER.write(self.task_marker(task), record)
 
     def fault_tally(self) -> dict[str, int]:
         """How often each canary fault fired in this arm's engine processes (summed)."""
         total: dict[str, int] = {}
         for path in sorted(self.fault_tally_dir.glob("*.json")):
             try:
-                counts = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, json.JSONDecodeError):
+                counts = FAULT_TALLY.read(path)["fired"]
+            except UserError:  # a process killed mid-write: its tally is lost, not the run
                 continue
             for name, n in counts.items():
                 total[name] = total.get(name, 0) + int(n)
@@ -76,8 +74,7 @@ class ArmLayout:
     def read_manifest(self) -> dict:
         if not self.manifest_path.exists():
             return {}
-        return json.loads(self.manifest_path.read_text(encoding="utf-8"))
+        return ARM_MANIFEST.read(self.manifest_path)
 
     def write_manifest(self, data: dict) -> None:
-        write_json_atomic(self.manifest_path,
-                          {"schema_version": MANIFEST_SCHEMA_VERSION, **data})
+        ARM_MANIFEST.write(self.manifest_path, data)

@@ -10,7 +10,6 @@ vLLM actually used. Progress lines go to stdout with the prefix `[evals]`.
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import sys
 import time
@@ -20,15 +19,17 @@ from pathlib import Path
 from tqdm import tqdm
 
 from evals.arm_spec import ArmSpec
-from evals.atomic_files import write_json_atomic
+from evals.records import SPEED_RECORD
 from evals.runner.backends import open_backend
-from evals.runner.launch import BAD_INPUT_PREFIX, GO_FILE_ENV
-from evals.pairing import pair_task
+from evals.runner.asks import ask
+from evals.runner.launch import BAD_INPUT_PREFIX
 from evals.runner.chunk_merge import merge_chunk_samples
+from evals.runner.config_resolver import engine_arg_names
 from evals.runner.layout import ArmLayout
 from evals.runner.server import ServerFailed
-from evals.samples import read_output_dir, samples_files
-from evals.sequential_plan import chunks, item_order, sequential_for_task
+from evals.runner.task_index import local_task_names
+from evals.samples import samples_files
+from evals.schedule import chunks, item_order
 
 
 def say(spec: ArmSpec, message: str) -> None:
@@ -87,29 +88,35 @@ def _task_size(manager, task: str, limit: int | None) -> int:
 
 
 def _run_chunked(spec: ArmSpec, layout: ArmLayout, lm, manager, task: str) -> dict:
-    """Runs a task's items in the seeded order, chunk by chunk; the candidate looks after
-    each chunk and stops once the sequential test decides (evals.sequential_plan)."""
+    """Runs a task's items in the seeded order, chunk by chunk; the candidate asks the parent
+    after each chunk whether the sequential test has decided (evals.early_stop), and
+    stops when it has."""
     seq = spec.sequential
     n_items = _task_size(manager, task, spec.limit)
     order = item_order(n_items, spec.seed, task)
     parts = chunks(order, seq["chunk"])
-    summary = None
+    answer = None
     for k, part in enumerate(parts):
         chunk_dir = layout.chunk_dir(task, k)
         if not layout.chunk_done(chunk_dir):
             _evaluate(spec, lm, manager, task, chunk_dir, sorted(int(i) for i in part))
             layout.mark_chunk_done(chunk_dir, len(part))
         merge_chunk_samples(layout, task, k + 1)
-        if seq.get("reference"):
-            summary = _look(spec, layout, task, order, n_items)
-            say(spec, f"{task}: look {k + 1} at {summary.items_used} of {n_items} items: "
-                      f"{summary.decision}")
-            if summary.stopped_early:
+        if seq.get("look"):
+            answer = ask({"kind": "look", "task": task, "chunks": k + 1, "n_items": n_items})
+            if answer is None:
+                continue
+            if answer.get("error"):
+                raise SystemExit(f"{BAD_INPUT_PREFIX}{answer['error']}")
+            say(spec, f"{task}: look {k + 1} at {answer['items_used']} of {n_items} items: "
+                      f"{answer['decision']}")
+            if answer["stop"]:
                 break
     record = {"n_items": n_items, "chunks_run": k + 1,
               "items_run": int(sum(len(p) for p in parts[:k + 1]))}
-    if summary is not None:
-        record["sequential"] = {"decision": summary.decision, "items_used": summary.items_used}
+    if answer is not None:
+        record["sequential"] = {"decision": answer["decision"],
+                                "items_used": answer["items_used"]}
     return record
 
 
@@ -134,34 +141,25 @@ def _run_warm_pass(spec: ArmSpec, layout: ArmLayout, lm, manager, task: str) -> 
     return {"n_items": n_items, "chunks": len(parts), "wall_seconds": round(time.time() - started, 3)}
 
 
-def _look(spec: ArmSpec, layout: ArmLayout, task: str, order, n_items: int):
-    seq = spec.sequential
-    metric, filter_name = seq["metrics"][task]
-    paired = pair_task(read_output_dir(seq["reference"], [task]),
-                       read_output_dir(layout.lm_eval_dir, [task]), task, metric, filter_name,
-                       baseline_superset=True)
-    try:
-        return sequential_for_task(paired, order, chunk=seq["chunk"], alpha=seq["alpha"],
-                                   margin=seq["margin"], n_items=n_items)
-    except ValueError as exc:  # e.g. a metric that is not 0/1
-        raise SystemExit(f"{BAD_INPUT_PREFIX}{exc}") from None
-
-
-def _wait_for_go(spec: ArmSpec, timeout: float = 3600.0) -> bool:
-    """The launcher's go/stop decision (the config audit), if it asked for one."""
-    path = os.environ.get(GO_FILE_ENV)
-    if not path:
+def _may_go(spec: ArmSpec) -> bool:
+    """The parent's go/stop before any item (the config audit); go when nobody answers."""
+    answer = ask({"kind": "go"})
+    if answer is None or answer.get("go"):
         return True
-    deadline = time.time() + timeout
-    while not Path(path).exists():
-        if time.time() > deadline:
-            say(spec, "no go from the config audit; stopping before any item ran")
-            return False
-        time.sleep(0.2)
-    if Path(path).read_text(encoding="utf-8").strip() != "go":
-        say(spec, "stopped before any item ran: the config audit did not pass")
-        return False
-    return True
+    say(spec, "stopped before any item ran: the config audit did not pass")
+    return False
+
+
+def _task_manager(task_manager_cls, spec: ArmSpec, tasks: list[str]):
+    """lm-eval's task index. Indexing lm-eval's own ~thousands of task files takes ~10 s on
+    a 2-core machine; when the include paths hold every task the run needs, they alone are
+    indexed (evals.runner.task_index found them by the same names)."""
+    include = list(spec.include_paths) or None
+    if include and not set(tasks) - local_task_names(include):
+        local = task_manager_cls(include_path=include, include_defaults=False)
+        if all(t in local.all_tasks for t in tasks):
+            return local
+    return task_manager_cls(include_path=include)
 
 
 def _stop_on_sigterm(signum, frame):
@@ -179,7 +177,7 @@ def run(spec: ArmSpec) -> int:
     from lm_eval.tasks import TaskManager
 
     logging.getLogger("lm-eval").setLevel(logging.WARNING)
-    manager = TaskManager(include_path=list(spec.include_paths) or None)
+    manager = _task_manager(TaskManager, spec, pending)
     unknown = [t for t in pending if t not in manager.all_tasks]
     if unknown:
         # checked before the engine starts: a typo must not cost an engine start
@@ -195,13 +193,15 @@ def run(spec: ArmSpec) -> int:
             "mode": spec.mode,
             "backend": backend.description,
             "effective_engine_config": backend.effective_config,
+            # lets a later run audit this arm from its manifest, without a resolver process
+            "engine_arg_names": list(engine_arg_names()) if backend.effective_config else None,
             "requested_engine_args": spec.engine,
             "versions": spec.versions,
             "model": spec.model,
             "model_hash": spec.model_hash,
             "engine_start_seconds": round(backend.engine_start_seconds, 3),
         })
-        if not _wait_for_go(spec):
+        if not _may_go(spec):
             return 0
         for index, task in enumerate(pending, 1):
             _run_task(spec, layout, backend, manager, task, f"{index}/{len(pending)}")
@@ -244,9 +244,8 @@ def _run_task(spec: ArmSpec, layout: ArmLayout, backend, manager, task: str,
         record["warm_pass"]["exercise"] = _counter_delta(counters_after, backend.counters())
         backend.take_timings()  # the warm pass is not part of the speed comparison
     if timings:
-        write_json_atomic(layout.speed_file(task), {"schema_version": 1, "task": task,
-                                                    "wall_seconds": seconds,
-                                                    "requests": timings})
+        SPEED_RECORD.write(layout.speed_file(task), {"task": task, "wall_seconds": seconds,
+                                                     "requests": timings})
     layout.mark_task_done(task, {
         "task": task, "key": spec.key_for(task), "wall_seconds": round(seconds, 3),
         "generated_tokens": stats["generated_tokens"] - before["generated_tokens"],

@@ -10,9 +10,9 @@ import os
 from pathlib import Path
 
 from evals.errors import UserError
+from evals.paths import REPORTS_DIR
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_ROOT = REPO_ROOT / "reports" / "store"
+DEFAULT_ROOT = REPORTS_DIR / "store"
 ENV_VAR = "EVALS_STORE"
 INDEX_FILE = "index.sqlite"
 RUNS_DIR = "runs"

@@ -12,10 +12,10 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 
-from evals.atomic_files import write_json_atomic
 from evals.errors import UserError
+from evals.records import STORE_MANIFEST
 
-MANIFEST_SCHEMA_VERSION = 1
+MANIFEST_SCHEMA_VERSION = STORE_MANIFEST.version
 
 
 def now_iso() -> str:
@@ -24,17 +24,11 @@ def now_iso() -> str:
 
 
 def write_manifest(path: Path, manifest: dict) -> None:
-    write_json_atomic(path, manifest, sort_keys=False)  # schema_version stays first
+    STORE_MANIFEST.write(path, manifest)
 
 
 def migrate_manifest(data: object, where: Path) -> dict:
-    if not isinstance(data, dict) or not isinstance(data.get("schema_version"), int):
-        raise UserError(f"{where}: no schema_version; not a run-store manifest.")
-    version = data["schema_version"]
-    if version > MANIFEST_SCHEMA_VERSION:
-        raise UserError(f"{where}: schema_version {version} is newer than this suite reads "
-                        f"({MANIFEST_SCHEMA_VERSION}); upgrade vllm-regression-evals.")
-    return data  # version 1 is the only layout so far
+    return STORE_MANIFEST.load(data, str(where))
 
 
 def read_manifest(path: Path) -> dict:

@@ -1,13 +1,49 @@
 """End-to-end tests on real vLLM engines (CPU) with the shipped tiny model and real lm-eval.
 
-Engines start one at a time (the runner guarantees it); each test keeps its item
-slices small so the whole engine suite fits in CI's budget.
+Engines start one at a time (the runner guarantees it). The tests share what they can:
+one run store for the session (`EVALS_STORE`), so an arm that an earlier test already ran
+with the same content key (model, engine arguments, environment, task, limit, seed) is
+reused instead of started again; one item count (`engine_helpers.LIMIT`); one degraded
+model; and tests that only read a run's outputs read one shared run. Tests that check
+the store itself (reuse, pinning) or need an arm to really run (a kill and resume) pass
+their own `--store`.
 """
 
+from __future__ import annotations
+
+import numpy as np
 import pytest
+from engine_helpers import MODEL
 
 
-def pytest_collection_modifyitems(items):
-    for item in items:
-        if "tests/engine" in str(item.fspath):
-            item.add_marker(pytest.mark.engine)
+@pytest.fixture(scope="session", autouse=True)
+def shared_store(tmp_path_factory):
+    """The session's run store: every `ab` without `--store` records into it and reuses
+    from it."""
+    store = tmp_path_factory.mktemp("shared-store")
+    patch = pytest.MonkeyPatch()
+    patch.setenv("EVALS_STORE", str(store))
+    yield store
+    patch.undo()
+
+
+@pytest.fixture(scope="session")
+def degraded_model(tmp_path_factory):
+    """The shipped model with Gaussian noise (0.6 of each matrix's std) added to every
+    decoder weight matrix: a real regression, built once per session."""
+    import torch
+    from safetensors.torch import load_file as load_torch
+    from safetensors.torch import save_file as save_torch
+
+    target = tmp_path_factory.mktemp("noisy-model")
+    for item in MODEL.iterdir():
+        if item.is_file() and item.suffix != ".safetensors":
+            (target / item.name).write_bytes(item.read_bytes())
+    rng = np.random.default_rng(0)
+    tensors = load_torch(str(MODEL / "model.safetensors"))
+    for name, tensor in tensors.items():
+        if name.endswith("proj.weight") and ".layers." in name:
+            noise = rng.normal(0.0, 0.6 * float(tensor.float().std()), tuple(tensor.shape))
+            tensors[name] = (tensor.float() + torch.from_numpy(noise).float()).to(tensor.dtype)
+    save_torch(tensors, str(target / "model.safetensors"), metadata={"format": "pt"})
+    return target

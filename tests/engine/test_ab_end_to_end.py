@@ -1,5 +1,6 @@
 """`python -m evals ab` and `compare` end to end on real engines: A/A, MTP + prefix caching,
-a real regression, a crashed arm resumed, and two `lm_eval --log_samples` directories."""
+a real regression, a crashed arm resumed, and `compare` on the regression run's two lm-eval
+`--log_samples` directories."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-from engine_helpers import (CPU_ENV, ENGINE, MODEL, REPO, read_summary, run_cli,
-                            save_artifact, write_config)
+import pytest
+from engine_helpers import (ENGINE, LIMIT, REPO, read_summary, run_cli, save_artifact,
+                            write_config)
 
 REVIEWS_AND_ADDITION = [{"name": "tiny_reviews_gen", "metric": "exact_match"},
                         {"name": "tiny_addition", "metric": "exact_match"}]
+PLAIN = {"engine": {**ENGINE, "enable_prefix_caching": False}}  # the shared baseline
 
 
 def _worker_pids(arm_spec: Path) -> list[int]:
@@ -28,12 +30,12 @@ def _worker_pids(arm_spec: Path) -> list[int]:
 def test_aa_passes_and_a_killed_arm_resumes(tmp_path):
     """A/A exits 0. The candidate worker is SIGKILLed after its first task: the run exits 4,
     keeps the baseline and the finished task, and the rerun reuses both."""
-    config = write_config(tmp_path, "aa", {"engine": {**ENGINE, "enable_prefix_caching": False}},
-                          {"engine": {**ENGINE, "enable_prefix_caching": False}},
-                          tasks=REVIEWS_AND_ADDITION, limit=300, expect_identical_arms=True)
+    config = write_config(tmp_path, "aa", PLAIN, PLAIN, tasks=REVIEWS_AND_ADDITION,
+                          expect_identical_arms=True)
     reports = tmp_path / "reports"
+    store = str(tmp_path / "store")  # its own: both arms must really run
     proc = subprocess.Popen([sys.executable, "-m", "evals", "ab", str(config), "--reports",
-                             str(reports)], cwd=REPO, stdout=subprocess.PIPE,
+                             str(reports), "--store", store], cwd=REPO, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 900
     killed = False
@@ -56,31 +58,31 @@ def test_aa_passes_and_a_killed_arm_resumes(tmp_path):
     assert (run_dir / "arms/candidate/tasks/tiny_reviews_gen.json").exists()
     assert not (run_dir / "arms/candidate/tasks/tiny_addition.json").exists()
 
-    again = run_cli("ab", str(config), "--reports", str(reports))
+    again = run_cli("ab", str(config), "--reports", str(reports), "--store", store)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "baseline: reusing finished results" in again.stdout
     assert "task 1/1 tiny_addition" in again.stdout  # only the unfinished task ran
     summary = read_summary(reports)
     assert summary["verdict"] == "PASS"
     assert {t["task"] for t in summary["tasks"]} == {"tiny_reviews_gen", "tiny_addition"}
-    assert all(t["n"] == 300 for t in summary["tasks"])
+    assert all(t["n"] == LIMIT for t in summary["tasks"])
     assert (run_dir / "report.html").exists() and (run_dir / "junit.xml").exists()
     # the killed-and-resumed candidate equals the uninterrupted baseline (same config) item
     # by item: same scores and the same generated text
     rows = [json.loads(x) for x in
             (run_dir / "paired_items.jsonl").read_text(encoding="utf-8").splitlines()[1:]]
-    assert len(rows) == 600
+    assert len(rows) == 2 * LIMIT
     assert all(r["baseline"] == r["candidate"] and
                r["baseline_response"] == r["candidate_response"] for r in rows)
 
 
 def test_mtp_prefix_runs_and_records_effective_configs(tmp_path):
     config = write_config(
-        tmp_path, "mtp", {"engine": {**ENGINE, "enable_prefix_caching": False}},
+        tmp_path, "mtp", PLAIN,
         {"engine": {**ENGINE, "enable_prefix_caching": True,
                     "speculative_config": {"method": "mtp", "num_speculative_tokens": 1}}},
         tasks=[{"name": "tiny_reviews_shared_prefix", "metric": "exact_match"},
-               {"name": "tiny_addition", "metric": "exact_match"}], limit=200)
+               {"name": "tiny_addition", "metric": "exact_match"}])
     result = run_cli("ab", str(config), "--reports", str(tmp_path / "reports"))
     assert result.returncode in (0, 1, 3), result.stdout + result.stderr
     summary = read_summary(tmp_path / "reports")
@@ -113,34 +115,21 @@ def test_mtp_prefix_runs_and_records_effective_configs(tmp_path):
     assert f"VERDICT: {summary['verdict']}" in result.stdout
 
 
-def _degraded_copy(source: Path, target: Path, scale: float, seed: int = 0) -> Path:
-    """The shipped model with Gaussian noise added to every decoder weight matrix."""
-    target.mkdir()
-    for item in source.iterdir():
-        if item.is_file() and item.suffix != ".safetensors":
-            (target / item.name).write_bytes(item.read_bytes())
-    rng = np.random.default_rng(seed)
-    import torch
-    from safetensors.torch import load_file as load_torch
-    from safetensors.torch import save_file as save_torch
-
-    tensors = load_torch(str(source / "model.safetensors"))
-    for name, tensor in tensors.items():
-        if name.endswith("proj.weight") and ".layers." in name:
-            noise = rng.normal(0.0, scale * float(tensor.float().std()), tuple(tensor.shape))
-            tensors[name] = (tensor.float() + torch.from_numpy(noise).float()).to(tensor.dtype)
-    save_torch(tensors, str(target / "model.safetensors"), metadata={"format": "pt"})
-    return target
+@pytest.fixture(scope="module")
+def regression_run(tmp_path_factory, degraded_model):
+    """The shared baseline against the degraded model: a real regression."""
+    root = tmp_path_factory.mktemp("regression")
+    config = write_config(root, "regression", PLAIN,
+                          {"model": str(degraded_model), "engine": PLAIN["engine"]},
+                          tasks=REVIEWS_AND_ADDITION)
+    result = run_cli("ab", str(config), "--reports", str(root / "reports"))
+    return result, root / "reports"
 
 
-def test_real_regression_exits_1_and_names_the_task(tmp_path):
-    degraded = _degraded_copy(MODEL, tmp_path / "noisy-model", scale=0.6)
-    config = write_config(tmp_path, "regression", {"engine": dict(ENGINE)},
-                          {"model": str(degraded), "engine": dict(ENGINE)},
-                          tasks=REVIEWS_AND_ADDITION, limit=200)
-    result = run_cli("ab", str(config), "--reports", str(tmp_path / "reports"))
+def test_real_regression_exits_1_and_names_the_task(regression_run):
+    result, reports = regression_run
     assert result.returncode == 1, result.stdout + result.stderr
-    summary = read_summary(tmp_path / "reports")
+    summary = read_summary(reports)
     regressed = [t["task"] for t in summary["tasks"] if t["verdict"] == "REGRESSION"]
     assert regressed
     for task in regressed:
@@ -148,44 +137,32 @@ def test_real_regression_exits_1_and_names_the_task(tmp_path):
     assert summary["verdict"] == "REGRESSION"
 
 
-def _lm_eval_cli(model: Path, output: Path) -> None:
-    args = ",".join([f"pretrained={model}", "dtype=bfloat16", "max_model_len=1024",
-                     "enable_prefix_caching=False", "seed=1234"])
-    env = {**os.environ, **CPU_ENV, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
-    subprocess.run([sys.executable, "-m", "lm_eval", "run", "--model", "vllm", "--model_args",
-                    args, "--tasks", "tiny_addition,tiny_reviews_mc", "--include_path",
-                    str(REPO / "tasks"), "--limit", "150", "--log_samples", "--output_path",
-                    str(output), "--seed", "1234"], check=True, cwd=REPO, env=env,
-                   capture_output=True, timeout=900)
-
-
-def test_compare_mode_on_lm_eval_cli_outputs(tmp_path):
-    degraded = _degraded_copy(MODEL, tmp_path / "noisy-model", scale=0.6)
-    _lm_eval_cli(MODEL, tmp_path / "a")
-    _lm_eval_cli(degraded, tmp_path / "b")
-    result = run_cli("compare", str(tmp_path / "a"), str(tmp_path / "b"), "--reports",
-                     str(tmp_path / "reports"))
+def test_compare_mode_on_lm_eval_outputs(regression_run, tmp_path):
+    """`compare` on the two lm-eval `--log_samples` directories the regression run's arms
+    wrote (lm-eval's own EvaluationTracker layout, as `lm_eval --log_samples` writes it)."""
+    _, reports = regression_run
+    (run_dir,) = [p.parent for p in reports.glob("*/summary.json")]
+    a, b = run_dir / "arms/baseline/lm_eval", run_dir / "arms/candidate/lm_eval"
+    result = run_cli("compare", str(a), str(b), "--reports", str(tmp_path / "reports"))
     assert result.returncode == 1, result.stdout + result.stderr
     summary = read_summary(tmp_path / "reports")
     assert summary["kind"] == "compare"
     assert {t["task"]: t["metric"] for t in summary["tasks"]} == {
-        "tiny_addition": "exact_match", "tiny_reviews_mc": "acc"}
+        "tiny_addition": "exact_match", "tiny_reviews_gen": "exact_match"}
     assert "tiny_addition" in [t["task"] for t in summary["tasks"] if t["verdict"] == "REGRESSION"]
-    assert all(t["n"] == 150 for t in summary["tasks"])
+    assert all(t["n"] == LIMIT for t in summary["tasks"])
     # the same directory against itself: identical items, nothing flips
-    same = run_cli("compare", str(tmp_path / "a"), str(tmp_path / "a"), "--reports",
-                   str(tmp_path / "reports-same"))
+    same = run_cli("compare", str(a), str(a), "--reports", str(tmp_path / "reports-same"))
     same_summary = read_summary(tmp_path / "reports-same")
     assert all(t["correct_to_wrong"] == t["wrong_to_correct"] == 0
                for t in same_summary["tasks"]), same.stdout
 
 
-def test_sequential_run_stops_a_real_regression_early(tmp_path):
+def test_sequential_run_stops_a_real_regression_early(tmp_path, degraded_model):
     """Opt-in early stop on the full 1,200-item split: the noisy model's addition drop is
     established after a few chunks; the candidate runs far fewer items than the baseline."""
-    degraded = _degraded_copy(MODEL, tmp_path / "noisy-model", scale=0.6)
-    config = write_config(tmp_path, "sequential", {"engine": dict(ENGINE)},
-                          {"model": str(degraded), "engine": dict(ENGINE)},
+    config = write_config(tmp_path, "sequential", PLAIN,
+                          {"model": str(degraded_model), "engine": PLAIN["engine"]},
                           tasks=[{"name": "tiny_addition", "metric": "exact_match"}],
                           limit=None, sequential={"chunk": 50})
     result = run_cli("ab", str(config), "--reports", str(tmp_path / "reports"))

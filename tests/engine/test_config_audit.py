@@ -1,21 +1,23 @@
 """Config audit on real vLLM effective configs, resolved without starting an engine.
 
-Each arm is resolved in its own process (vLLM's `create_engine_config`: configuration files
-only), so these tests take seconds and stay far below the memory an engine would take (the
-CPU configs reserve a 2 GiB KV cache; the resolver allocates none).
+Arms are resolved in a process of their own (vLLM's `create_engine_config`: configuration
+files only; arms that share an environment share the process), so these tests take
+seconds and stay far below the memory an engine would take (the CPU configs reserve a
+2 GiB KV cache; the resolver allocates none).
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import pytest
 import yaml
 
-from engine_helpers import MODEL, REPO, save_artifact
+from engine_helpers import ENGINE, LIMIT, MODEL, REPO, save_artifact
 from evals.audit import arm_inputs, audit_resolved, run_audit
 from evals.config import load_config
-from evals.runner.config_audit import resolve_arms
+from evals.runner.config_resolver import resolve_arms
 
 CPU_CONFIGS = sorted(p.stem for p in (REPO / "configs" / "cpu").glob("*.yaml") if p.stem != "base")
 KV_CACHE_BYTES = 2 * 2**30  # VLLM_CPU_KVCACHE_SPACE=2 in configs/cpu/base.yaml
@@ -40,17 +42,32 @@ def timings():
     save_artifact("config_audit_timings.json", rows)
 
 
-@pytest.mark.parametrize("name", CPU_CONFIGS)
-def test_shipped_cpu_configs_pass_the_audit(name, timings):
-    config = load_config(REPO / "configs" / "cpu" / f"{name}.yaml")
+@pytest.fixture(scope="module")
+def shipped(timings):
+    """Every arm of every shipped CPU config resolved at once: the arms share their worker
+    environment (configs/cpu/base.yaml), so one process imports vLLM and resolves them all."""
+    configs = {name: load_config(REPO / "configs" / "cpu" / f"{name}.yaml")
+               for name in CPU_CONFIGS}
+    specs = {f"{name}/{arm}": spec for name, config in configs.items()
+             for arm, spec in arm_inputs(config).items()}
     started = time.time()
-    resolved = resolve_arms(arm_inputs(config))
-    wall = time.time() - started
+    resolved = resolve_arms(specs)
+    timings["wall_seconds_all_configs"] = round(time.time() - started, 1)
+    return configs, resolved
+
+
+@pytest.mark.parametrize("name", CPU_CONFIGS)
+def test_shipped_cpu_configs_pass_the_audit(name, shipped, timings):
+    configs, everything = shipped
+    config = configs[name]
+    resolved = {arm: replace(everything[f"{name}/{arm}"], arm=arm)
+                for arm in ("baseline", "candidate")}
+    wall = timings["wall_seconds_all_configs"]
     result = audit_resolved(config, resolved)
     assert result.resolved, result.notes
     assert not result.stops, result.message()
     assert not result.undeclared
-    timings[name] = {"wall_seconds_both_arms": round(wall, 1), **{
+    timings[name] = {"wall_seconds_all_configs": wall, **{
         arm: {"seconds": r.seconds, "resolve_seconds": r.resolve_seconds,
               "peak_rss_mb": r.peak_rss_mb} for arm, r in resolved.items()}}
     for r in resolved.values():
@@ -103,15 +120,24 @@ def test_ab_stops_before_any_item_and_the_override_is_recorded(tmp_path):
 
     config = derived_config(tmp_path, "unaligned", {
         "dtype": "bfloat16", "max_model_len": 1024, "enable_prefix_caching": True,
-        "max_num_seqs": 16}, ["enable_prefix_caching"])
+        "max_num_seqs": 16, "enforce_eager": True}, ["enable_prefix_caching"])
     text = yaml.safe_load(open(config.source, encoding="utf-8"))
-    text.update(limit=40, tasks=[{"name": "tiny_addition", "metric": "exact_match"}])
+    # the baseline the other engine tests share: it may come from the session's store, then
+    # the audit stops the run before the candidate's engine starts; else before its item
+    text["arms"]["baseline"]["engine"] = {**ENGINE, "enable_prefix_caching": False}
+    text.update(limit=LIMIT, tasks=[{"name": "tiny_addition", "metric": "exact_match"}])
     open(config.source, "w", encoding="utf-8").write(yaml.safe_dump(text))
     stopped = run_cli("ab", config.source, "--reports", str(tmp_path / "reports"))
     assert stopped.returncode == 2, stopped.stdout + stopped.stderr
     assert "max_num_seqs" in stopped.stderr and config.source in stopped.stderr
     assert "--allow-undeclared-diff" in stopped.stderr and "Traceback" not in stopped.stderr
-    assert not list((tmp_path / "reports").rglob("samples_*.jsonl"))  # no item ran
+    # no item ran: the baseline's samples, if any, are the stored ones it reused
+    markers = list((tmp_path / "reports").rglob("baseline/tasks/*.json"))
+    if markers:
+        assert all(json.loads(m.read_text())["reused_from"] for m in markers)
+    else:
+        assert not list((tmp_path / "reports").rglob("samples_*.jsonl"))
+    assert not list((tmp_path / "reports").rglob("candidate/lm_eval/**/samples_*.jsonl"))
     assert not list((tmp_path / "reports").rglob("candidate/worker.log"))
 
     allowed = run_cli("ab", config.source, "--reports", str(tmp_path / "reports"),

@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 from engine_helpers import ENGINE, REPO, run_cli, save_artifact, write_config
 
+from evals.records import CANARY
+
 # enforce_eager: these tests check accuracy faults, not compilation (a quicker engine start)
 EAGER = {**ENGINE, "enforce_eager": True, "block_size": 32}
 PC = {"enable_prefix_caching": True}
@@ -45,7 +47,7 @@ def canary(shared):
     result = run_cli("canary", str(config), "--reports", str(shared["reports"]), "--store",
                      str(shared["store"]), timeout=3000)
     (canary_dir,) = shared["reports"].glob("canary-*")
-    data = json.loads((canary_dir / "canary.json").read_text(encoding="utf-8"))
+    data = CANARY.read(canary_dir / "canary.json")
     save_artifact("canary_mtp_prefix.json", data)
     return result, canary_dir, data
 
@@ -106,24 +108,30 @@ def _ab(shared, name: str, engine: dict, *extra: str, env: dict | None = None):
 
 def test_interaction_fault_changes_answers_only_with_prefix_caching_and_mtp(shared, canary):
     """prefix_hit_overrun with only_with_spec_decode, at rate 1, injected into the candidate
-    of four A/Bs whose arms are otherwise identical: prefix caching off/on x MTP off/on."""
+    of four A/Bs whose arms are otherwise identical: prefix caching off/on x MTP off/on.
+
+    "both" is the canary's own fault run (its arms come from the store: the clean candidate
+    and the prefix_hit_overrun candidate of the canary have these very settings)."""
     fired = {}
-    for name, engine in (("neither", {**EAGER, **NO_PC}), ("prefix-only", {**EAGER, **PC}),
-                         ("mtp-only", {**EAGER, **NO_PC, **MTP})):
-        proc, run_dir = _ab(shared, name, engine)
+    # a fault set in the user's shell must never reach an arm: prefix_key_collision would
+    # fire in the prefix-only baseline (prefix caching on, shared prefixes) and change answers
+    leak = {"EVALS_FAULTS": json.dumps([{"name": "prefix_key_collision", "rate": 1.0}])}
+    for name, engine, env in (("neither", {**EAGER, **NO_PC}, None),
+                              ("prefix-only", {**EAGER, **PC}, leak),
+                              ("mtp-only", {**EAGER, **NO_PC, **MTP}, None)):
+        proc, run_dir = _ab(shared, name, engine, env=env)
         rows = _paired_rows(run_dir)
         assert len(rows) == LIMIT
-        # item by item the same answers: the fault stayed inert
+        # item by item the same answers: the fault stayed inert, and nothing leaked
         assert all(r["baseline_response"] == r["candidate_response"] for r in rows), name
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         summary = json.loads((run_dir / "summary.json").read_text())
         fired[name] = summary["faults"]["candidate"]["fired"].get("prefix_hit_overrun", 0)
+        assert "baseline" not in summary["faults"], name
+        assert not (run_dir / "arms/baseline/fault_tally").exists(), name
     assert fired == {"neither": 0, "prefix-only": 0, "mtp-only": 0}
-    # both on: the baseline runs afresh beside the faulty candidate, with the fault even set
-    # in the shell; it must not reach the baseline, whose answers equal the canary's clean
-    # candidate (same engine configuration, no fault) item by item
-    leak = {"EVALS_FAULTS": json.dumps([INTERACTION])}
-    proc, run_dir = _ab(shared, "both", {**EAGER, **PC, **MTP}, "--fresh", env=leak)
+    proc, run_dir = _ab(shared, "both", {**EAGER, **PC, **MTP})
+    assert "starting" not in proc.stdout  # both arms reused from the canary's runs
     rows = _paired_rows(run_dir)
     changed = sum(r["baseline_response"] != r["candidate_response"] for r in rows)
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -149,7 +157,7 @@ def test_prefix_caching_on_prompts_shorter_than_a_block_is_not_exercised(tmp_pat
                           {"engine": {**ENGINE, **PC}},
                           tasks=[{"name": "tiny_reviews_gen", "metric": "exact_match"},
                                  passages],
-                          limit=200, intended_change=["enable_prefix_caching"])
+                          intended_change=["enable_prefix_caching"])
     result = run_cli("ab", str(config), "--reports", str(tmp_path / "reports"))
     assert result.returncode == 3, result.stdout[-3000:] + result.stderr[-3000:]
     (summary_path,) = (tmp_path / "reports").glob("*/summary.json")

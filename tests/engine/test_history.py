@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from engine_helpers import ENGINE, read_summary, run_cli, write_config
+from engine_helpers import ENGINE, LIMIT, read_summary, run_cli, write_config
 
 TASKS = [{"name": "tiny_addition", "metric": "exact_match"}]
 BASE = {"engine": {**ENGINE, "enable_prefix_caching": False}}
@@ -18,15 +18,17 @@ def _items(run_dir) -> list[tuple]:
     return sorted((r["task"], r["doc_id"], r["baseline"], r["candidate"]) for r in rows)
 
 
-def test_reuse_pin_and_drift(tmp_path):
-    store = str(tmp_path / "store")
-    first = write_config(tmp_path, "deploy", BASE, CAND, tasks=TASKS, limit=120)
+def test_reuse_pin_and_drift(tmp_path, shared_store):
+    """In the session's store: the first run's baseline may already come from an earlier
+    test (the same plain engine on tiny_addition); everything after is this test's."""
+    store = str(shared_store)
+    first = write_config(tmp_path, "deploy", BASE, CAND, tasks=TASKS)
     r1 = run_cli("ab", str(first), "--reports", str(tmp_path / "r1"), "--store", store)
     assert r1.returncode in (0, 1, 3), r1.stdout + r1.stderr
     run1 = next((tmp_path / "r1").glob("deploy-*"))
 
     # the same arms under another name: both arms come from the store, no engine starts
-    copy = write_config(tmp_path, "deploy-copy", BASE, CAND, tasks=TASKS, limit=120)
+    copy = write_config(tmp_path, "deploy-copy", BASE, CAND, tasks=TASKS)
     r2 = run_cli("ab", str(copy), "--reports", str(tmp_path / "r2"), "--store", store)
     assert r2.returncode == r1.returncode, r2.stdout + r2.stderr
     assert "baseline: tiny_addition reused from" in r2.stdout
@@ -41,7 +43,7 @@ def test_reuse_pin_and_drift(tmp_path):
     # one engine argument changed: the candidate misses and runs; the baseline still hits
     miss = write_config(tmp_path, "deploy-miss", BASE,
                         {"engine": {**CAND["engine"], "max_num_seqs": 64}}, tasks=TASKS,
-                        limit=120)
+)
     r3 = run_cli("ab", str(miss), "--reports", str(tmp_path / "r3"), "--store", store)
     assert r3.returncode in (0, 1, 3), r3.stdout + r3.stderr
     assert "baseline: tiny_addition reused from" in r3.stdout
@@ -58,7 +60,7 @@ def test_reuse_pin_and_drift(tmp_path):
     summary = read_summary(tmp_path / "d")
     assert summary["kind"] == "drift" and summary["drift"]["golden_run"] == run1.name
     (task,) = summary["tasks"]
-    assert task["n"] == 120
+    assert task["n"] == LIMIT
     listed = run_cli("runs", "--store", store)
     assert listed.returncode == 0
     assert run1.name in listed.stdout and "(golden)" in listed.stdout

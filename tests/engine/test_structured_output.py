@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 
-from engine_helpers import ENGINE, read_summary, run_cli, write_config
+from engine_helpers import ENGINE, LIMIT, read_summary, run_cli, write_config
 
 LABELS = [" positive", " negative", " neutral"]
+PLAIN = {**ENGINE, "enable_prefix_caching": False}  # the offline baseline: the shared one
 
 
 def _candidate_responses(reports) -> list[str]:
@@ -19,13 +20,13 @@ def _candidate_responses(reports) -> list[str]:
 def test_choice_constraint_offline_and_served(tmp_path):
     for mode in ("offline", "server"):
         config = write_config(
-            tmp_path, f"structured-{mode}", {"mode": mode, "engine": dict(ENGINE)},
-            {"mode": mode, "engine": dict(ENGINE), "structured_output": {"choice": LABELS}},
-            tasks=[{"name": "tiny_reviews_gen", "metric": "exact_match"}], limit=100)
+            tmp_path, f"structured-{mode}", {"mode": mode, "engine": PLAIN},
+            {"mode": mode, "engine": PLAIN, "structured_output": {"choice": LABELS}},
+            tasks=[{"name": "tiny_reviews_gen", "metric": "exact_match"}])
         reports = tmp_path / f"reports-{mode}"
         result = run_cli("ab", str(config), "--reports", str(reports))
         assert result.returncode in (0, 1, 3), result.stdout + result.stderr
         responses = _candidate_responses(reports)
-        assert len(responses) == 100 and set(responses) <= set(LABELS), set(responses)
+        assert len(responses) == LIMIT and set(responses) <= set(LABELS), set(responses)
         summary = read_summary(reports)
         assert summary["tasks"][0]["candidate_mean"] > 0.5

@@ -1,5 +1,6 @@
-"""The trend page: hostile names stay text, links reach each run's report, alarms and the
-golden run are marked. Parsed with lxml, no browser needed."""
+"""The trend page: hostile names stay text, links reach each run's report, the golden run
+is marked, and the control chart is the drift gate's own: the page marks exactly the alarms
+the gate raised, with the config's lambda and L. Parsed with lxml, no browser needed."""
 
 from __future__ import annotations
 
@@ -88,30 +89,113 @@ def test_golden_run_is_marked(page):
         assert "week-01" in golden_points[0].xpath("./title")[0].text_content()
 
 
-def test_alarms_are_marked_only_after_the_shift(page):
+def test_runs_no_drift_gate_charted_are_points_without_a_control_chart(page):
     charts = {f.xpath("./figcaption/span[@class='task']")[0].text_content(): f
               for f in page.xpath("//figure[contains(@class, 'trend')]")}
     assert set(charts) == {HOSTILE_TASK, "flat"}
-    points = charts[HOSTILE_TASK].xpath(".//g[contains(@class, 'run')]")
-    assert len(points) == WEEKS
-    alarmed = [i for i, g in enumerate(points) if "alarm" in g.get("class").split()]
-    assert alarmed and min(alarmed) >= SHIFT_FROM
-    assert all("ALARM" in points[i].xpath("./title")[0].text_content() for i in alarmed)
-    assert charts["flat"].xpath(".//g[contains(@class, 'alarm')]") == []
-    for chart in charts.values():  # the EWMA line and both control limits are drawn
-        assert len(chart.xpath(".//polyline[@class='limit']")) == 2
-        assert len(chart.xpath(".//polyline[@class='ewma']")) == 1
+    for chart in charts.values():
+        assert len(chart.xpath(".//g[contains(@class, 'run')]")) == WEEKS
+        assert chart.xpath(".//g[contains(@class, 'alarm')]") == []
+        assert chart.xpath(".//polyline") == []
+        assert "no drift run of this deployment charted this task" in chart.text_content()
 
 
-def test_view_model_states_its_sigma_and_target(history):
-    store, out = history
-    trend = build_trend_page(store, HOSTILE_DEPLOYMENT, out.parent)
-    section, = trend.sections
-    charts = {c.task: c for c in section.charts}
-    assert "noise floor" in charts[HOSTILE_TASK].sigma_note
-    assert "paired standard error" in charts["flat"].sigma_note
-    assert "golden run week-01" in charts["flat"].target_note
-    assert section.golden_run_id == "week-01"
+LAM, L = 0.4, 2.0  # not the defaults (0.2, 2.7): the page must draw the gate's own chart
+DRIFT_WEEKS = 12
+DRIFT_FROM = 5  # weeks 5.. lose 25 more of 2,000 items each (about 1.7 sigma)
+
+
+@pytest.fixture(scope="module")
+def drift_store(tmp_path_factory):
+    """Weekly drift runs of one deployment made as `run_drift` makes them: pair, analyse,
+    decide, then the EWMA gate over the earlier drift runs in the store (evals.drift), its
+    chart stored in the summary and the run recorded. An A/B run of the deployment is
+    recorded too; it is not part of the drift series."""
+    from synthetic_runs import paired_task
+
+    from evals.analysis import analyse_task
+    from evals.drift import apply_chart, chart_tasks, history_points, summary_extras
+    from evals.verdict import decide
+
+    root = tmp_path_factory.mktemp("drift-trend")
+    store = RunStore(root / "store")
+    rng = np.random.default_rng(5)
+    ab = write_synthetic_run(root / "ab", run_id="weekly-ab", rng=rng,
+                             created="2026-01-01T06:00:00+00:00",
+                             tasks=[PlantedTask("t", 2000, 400, 10, verdict="REGRESSION")])
+    store.record_run(ab, kind="ab", deployment="weekly")
+    gate_alarm_now = {}
+    for week in range(DRIFT_WEEKS):
+        run_id = f"weekly-drift-{week:02d}"
+        planted = PlantedTask("t", 2000, 100 + (25 if week >= DRIFT_FROM else 0), 100,
+                              verdict="PASS")
+        analysis = analyse_task(paired_task(planted, rng, text=False), gated=True, alpha=0.05,
+                                margin=0.03, seed=1, n_resamples=200)
+        verdict = decide([analysis], alpha=0.05, margin=0.03)
+        history = history_points(store, "weekly", ["t"], exclude=run_id)
+        charts = chart_tasks([analysis], history, lam=LAM, L=L, run_id=run_id)
+        final = apply_chart(verdict, charts)
+        gate_alarm_now[run_id] = charts["t"]["alarm_now"]
+        extra = {"kind": "drift", "verdict": final.verdict.value, "reason": final.reason,
+                 **summary_extras("weekly", "weekly-ab", "candidate", charts)}
+        run = write_synthetic_run(root / run_id, run_id=run_id, rng=rng, tasks=[planted],
+                                  created=f"2026-02-{week + 1:02d}T06:00:00+00:00",
+                                  text=False, extra=extra)
+        store.record_run(run, kind="drift", deployment="weekly")
+    out = write_trend(store, "weekly", root / "history.html")
+    return store, out, charts["t"], gate_alarm_now
+
+
+def _reference_alarms(deltas, sigmas, lam: float, width: float) -> list[int]:
+    """The EWMA recursion and its exact variance with one sigma per run, written out:
+    var(z_i) = sum_j (lam (1 - lam)^(i - j) sigma_j)^2; a drop alarms below -width sd."""
+    z, found = 0.0, []
+    for i, x in enumerate(deltas):
+        z = lam * x + (1 - lam) * z
+        var = sum((lam * (1 - lam) ** (i - j) * sigmas[j]) ** 2 for j in range(i + 1))
+        if z < -width * np.sqrt(var):
+            found.append(i)
+    return found
+
+
+def test_the_page_marks_exactly_the_drift_gates_alarms(drift_store):
+    store, out, gate, alarm_now = drift_store
+    alarmed_by_gate = [run for run, alarm in alarm_now.items() if alarm]
+    assert alarmed_by_gate, "the planted drift must make the gate alarm"
+    # the newest chart holds every earlier run's decision (the EWMA and its limit at a run
+    # depend on that run and the ones before it only)
+    assert [gate["runs"][i] for i in gate["alarms"]] == alarmed_by_gate
+    # those are the runs whose stored verdict the gate made REGRESSION
+    entries = {e.run_id: e for e in store.list_runs(limit=None, deployment="weekly")}
+    assert [r for r in gate["runs"] if entries[r].verdict == "REGRESSION"] == alarmed_by_gate
+    page = lxml.html.parse(str(out)).getroot()
+    (figure,) = page.xpath("//figure[contains(@class, 'trend')]")
+    runs = figure.xpath(".//g[contains(@class, 'run')]")
+    titles = [g.xpath("./title")[0].text_content() for g in runs]
+    assert [t.split(" ")[0] for t in titles] == gate["runs"]  # drift runs only, in order
+    marked = [t.split(" ")[0] for g, t in zip(runs, titles)
+              if "alarm" in g.get("class").split()]
+    assert marked == alarmed_by_gate
+    assert all(("ALARM" in t) == ("alarm" in g.get("class").split())
+               for g, t in zip(runs, titles))
+    assert len(figure.xpath(".//polyline[@class='ewma']")) == 1
+    assert len(figure.xpath(".//polyline[@class='limit']")) == 1  # one-sided: lower only
+    assert f"lambda={LAM:g}, L={L:g}" in figure.text_content()
+    # an independent reference gives these alarms with the gate's lambda and L, and
+    # others with the defaults: a page drawing its own default chart would differ
+    assert _reference_alarms(gate["delta"], gate["sigma"], LAM, L) == gate["alarms"]
+    assert _reference_alarms(gate["delta"], gate["sigma"], 0.2, 2.7) != gate["alarms"]
+
+
+def test_view_model_states_the_gates_settings(drift_store):
+    store, out, gate, _ = drift_store
+    trend = build_trend_page(store, "weekly", out.parent)
+    (section,) = trend.sections
+    (chart,) = section.charts
+    assert "paired standard error" in chart.sigma_note
+    assert "target: 0" in chart.target_note
+    assert chart.alarms == tuple(gate["runs"][i] for i in gate["alarms"])
+    assert f"weekly-drift-{DRIFT_WEEKS - 1:02d}" in chart.alarm_note  # the newest run's chart
 
 
 def test_unknown_deployment_and_empty_store(history, tmp_path):

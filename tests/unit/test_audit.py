@@ -220,7 +220,7 @@ def test_mode_is_a_pseudo_argument_and_explains_batch_defaults():
 
 def test_endpoint_arms_are_not_resolved_and_start_no_process():
     from evals.arm_spec import ArmSpec
-    from evals.runner.config_audit import resolve_arms
+    from evals.runner.config_resolver import resolve_arms
 
     spec = ArmSpec(arm="baseline", model="m", engine={}, env={}, tasks=(), limit=None,
                    num_fewshot=None, seed=1, include_paths=(), output_dir="", versions={},

@@ -1,6 +1,6 @@
 """The engine config vLLM would use for an arm, resolved without starting an engine.
 
-`python -m evals.runner.config_audit SPEC_JSON` (SPEC_JSON: `{"model": ..., "engine": {...},
+`python -m evals.runner.config_resolver SPEC_JSON` (SPEC_JSON: `{"model": ..., "engine": {...},
 "seed": ..., "mode": "offline" | "server"}`) builds vLLM's `EngineArgs` from the arm's model
 and engine arguments as the arm passes them on (offline: through lm-eval's `VLLM` to
 `vllm.LLM`; server: as `vllm serve` flags) and resolves them with `create_engine_config` and
@@ -9,8 +9,9 @@ processes. It prints one line, `[evals-config-audit] {json}`, holding the flatte
 config (or the error vLLM raised), the names of vLLM's engine arguments, the warnings vLLM
 logged while resolving, and the seconds it took.
 
-`resolve_arms` runs that command once per arm, each in its own process with the environment
-the arm's worker gets (`launch.worker_env`), so the parent never imports vLLM.
+`resolve_arms` runs that command once per distinct worker environment (`launch.worker_env`)
+for all arms that share it, so the parent never imports vLLM; `recorded_arms` skips it when
+every arm already ran and its worker recorded the effective config.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from dataclasses import dataclass
 
 from evals.arm_spec import ArmSpec
 from evals.runner.effective_config import flatten_vllm_config
-from evals.runner.launch import REPO_ROOT, stop_process_group, worker_env
+from evals.paths import REPO_ROOT
+from evals.runner.launch import stop_process_group, worker_env
 
 RESULT_PREFIX = "[evals-config-audit] "
 RESOLVABLE_MODES = ("offline", "server")  # endpoint and hf arms have no vLLM engine config
@@ -137,19 +139,26 @@ def _peak_rss_mb() -> float:
 
 
 def main(argv: list[str]) -> int:
+    """SPEC_JSON is one arm's spec or a list of them: every arm that shares an environment
+    is resolved in one process, so vLLM is imported once."""
     if len(argv) != 1:
-        print("usage: python -m evals.runner.config_audit SPEC_JSON", file=sys.stderr)
+        print("usage: python -m evals.runner.config_resolver SPEC_JSON", file=sys.stderr)
         return 2
-    report = resolve_report(json.loads(argv[0]))
-    print(RESULT_PREFIX + json.dumps(report, default=str), flush=True)
+    payload = json.loads(argv[0])
+    for spec in payload if isinstance(payload, list) else [payload]:
+        report = resolve_report(spec)
+        print(RESULT_PREFIX + json.dumps(report, default=str), flush=True)
     return 0
 
 
 # ---- parent side (no vLLM import) ----
 
-def _parse(arm: str, output: str, code: int, wall_seconds: float) -> ResolvedArm:
+def _parse(arm: str, output: str, code: int, wall_seconds: float, index: int = 0
+           ) -> ResolvedArm:
+    """The `index`-th result line of a resolver process's output."""
     lines = output.splitlines()
-    result = next((line for line in reversed(lines) if line.startswith(RESULT_PREFIX)), None)
+    results = [line for line in lines if line.startswith(RESULT_PREFIX)]
+    result = results[index] if index < len(results) else None
     if result is None:
         tail = " | ".join(line.strip() for line in lines[-5:] if line.strip())
         return ResolvedArm(arm, None, f"config resolution exited with code {code}: {tail}",
@@ -163,41 +172,66 @@ def _parse(arm: str, output: str, code: int, wall_seconds: float) -> ResolvedArm
 
 def resolve_arms(specs: dict[str, ArmSpec], *, timeout: float = DEFAULT_TIMEOUT
                  ) -> dict[str, ResolvedArm]:
-    """Resolves every arm's effective engine config, one process per arm, side by side.
+    """Resolves every arm's effective engine config without starting an engine.
 
-    Each process gets the arm's worker environment. A timeout or a crash becomes the
-    arm's `error`; nothing is raised for vLLM's own failures.
+    Arms whose worker environments are equal share one process (one vLLM import); arms
+    with different environments get one process each, side by side. A timeout or a crash
+    becomes the arm's `error`; nothing is raised for vLLM's own failures.
     """
-    procs: dict[str, subprocess.Popen] = {}
+    groups: dict[str, tuple[dict, list[str]]] = {}
     resolved: dict[str, ResolvedArm] = {}
+    for name, spec in specs.items():
+        mode = getattr(spec, "mode", "offline")
+        if mode not in RESOLVABLE_MODES:
+            resolved[name] = ResolvedArm(name, None, f"a `{mode}` arm has no vLLM engine "
+                                         "config to resolve", (), (), 0.0)
+            continue
+        env = worker_env(spec)
+        groups.setdefault(json.dumps(env, sort_keys=True), (env, []))[1].append(name)
+    procs: list[tuple[list[str], subprocess.Popen]] = []
     started = time.time()
     try:
-        for name, spec in specs.items():
-            mode = getattr(spec, "mode", "offline")
-            if mode not in RESOLVABLE_MODES:
-                resolved[name] = ResolvedArm(name, None, f"a `{mode}` arm has no vLLM engine "
-                                             "config to resolve", (), (), 0.0)
-                continue
-            payload = json.dumps({"model": spec.model, "engine": spec.engine, "seed": spec.seed,
-                                  "mode": mode}, default=str)
-            procs[name] = subprocess.Popen(
-                [sys.executable, "-m", "evals.runner.config_audit", payload],
+        for env, names in groups.values():
+            payload = json.dumps([{"model": specs[n].model, "engine": specs[n].engine,
+                                   "seed": specs[n].seed,
+                                   "mode": getattr(specs[n], "mode", "offline")}
+                                  for n in names], default=str)
+            procs.append((names, subprocess.Popen(
+                [sys.executable, "-m", "evals.runner.config_resolver", payload],
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=worker_env(spec), cwd=str(REPO_ROOT), text=True, errors="replace",
-                start_new_session=True)
-        for name, proc in procs.items():
+                env=env, cwd=str(REPO_ROOT), text=True, errors="replace",
+                start_new_session=True)))
+        for names, proc in procs:
             try:
                 output, _ = proc.communicate(timeout=max(1.0, started + timeout - time.time()))
             except subprocess.TimeoutExpired:
                 stop_process_group(proc)
-                resolved[name] = ResolvedArm(name, None, f"config resolution did not finish in "
-                                             f"{timeout:.0f} s", (), (), round(timeout, 3))
+                for name in names:
+                    resolved[name] = ResolvedArm(name, None, f"config resolution did not "
+                                                 f"finish in {timeout:.0f} s", (), (),
+                                                 round(timeout, 3))
                 continue
-            resolved[name] = _parse(name, output, proc.returncode, time.time() - started)
+            for index, name in enumerate(names):
+                resolved[name] = _parse(name, output, proc.returncode, time.time() - started,
+                                        index)
         return {name: resolved[name] for name in specs}
     finally:
-        for proc in procs.values():
+        for _, proc in procs:
             stop_process_group(proc, timeout=5.0)
+
+
+def recorded_arms(manifests: dict[str, dict]) -> dict[str, ResolvedArm] | None:
+    """The arms' effective configs as their workers recorded them, when every arm has
+    finished and recorded one (with vLLM's engine-argument names): the audit then needs no
+    resolver process. None when any arm lacks them."""
+    found = {}
+    for name, manifest in manifests.items():
+        effective, names = manifest.get("effective_engine_config"), manifest.get(
+            "engine_arg_names")
+        if not effective or not names:
+            return None
+        found[name] = ResolvedArm(name, effective, None, tuple(names), (), 0.0)
+    return found
 
 
 if __name__ == "__main__":

@@ -11,31 +11,21 @@ any number of looks. They get half of alpha, split evenly over the gated tasks
 a decision is judged by the fixed-sample tests at the other half of alpha. So the
 chance of a false REGRESSION, and per task of a false PASS, stays at most alpha.
 
-The worker (to decide when to stop) and the analysis (to report and to decide) both
-call `sequential_for_task`, on the same paired data.
+The parent computes each look when the candidate's worker asks after a chunk (the runner
+itself imports no analysis) and hands the last look of each task to the analysis.
 """
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from evals import stats
 from evals.pairing import PairedTask
+from evals.schedule import chunks, item_order  # noqa: F401  (re-exported)
 
 SEQUENTIAL_SHARE = 0.5  # of alpha, spent on the interim looks; the rest on the final test
-
-
-def item_order(n_items: int, seed: int, task: str) -> np.ndarray:
-    """The seeded random order in which a task's items run (indices 0..n_items-1)."""
-    rng = np.random.default_rng([seed, zlib.crc32(task.encode()), 0x5E0])
-    return rng.permutation(n_items)
-
-
-def chunks(order: np.ndarray, size: int) -> list[np.ndarray]:
-    return [order[i:i + size] for i in range(0, len(order), size)]
 
 
 def look_alpha(alpha: float, gated_tasks: int) -> float:

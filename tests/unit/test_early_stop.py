@@ -9,7 +9,7 @@ import pytest
 from evals import stats
 from evals.analysis import analyse_task
 from evals.pairing import PairedTask
-from evals.sequential_plan import (chunks, final_alpha, first_items, item_order, look_alpha,
+from evals.early_stop import (chunks, final_alpha, first_items, item_order, look_alpha,
                                    sequential_for_task)
 from evals.verdict import Verdict, decide
 

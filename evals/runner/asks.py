@@ -1,0 +1,56 @@
+"""Questions a worker asks its parent while it runs, and the parent's answers.
+
+The runner decides nothing about results: before its first item the worker asks whether
+to go (the config audit may still be running), and after each chunk of a sequential run it
+asks whether to stop. The parent (evals.comparison) owns those decisions. A question is one
+stdout line, `[evals-ask] {json}`, which the launcher reads anyway; the answer is a JSON file
+the launcher writes into the arm's `asks/` folder, which the worker waits for. A worker
+started without an answerer (no `EVALS_ASK_DIR`) asks nothing: it goes, and never stops
+early.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import time
+from pathlib import Path
+from typing import Callable
+
+from evals.atomic_files import write_json_atomic
+
+ASK_PREFIX = "[evals-ask] "
+ASK_DIR_ENV = "EVALS_ASK_DIR"
+
+Answerer = Callable[[dict], dict]
+_ids = itertools.count(1)
+
+
+# ---- worker side ----
+
+def ask(question: dict, timeout: float = 3600.0) -> dict | None:
+    """The parent's answer to `question` ({"kind": ..., ...}); None when nobody answers."""
+    folder = os.environ.get(ASK_DIR_ENV)
+    if not folder:
+        return None
+    ident = f"{os.getpid()}-{next(_ids)}"
+    answer = Path(folder) / f"{ident}.json"
+    print(ASK_PREFIX + json.dumps({"id": ident, **question}), flush=True)
+    deadline = time.time() + timeout
+    while not answer.exists():
+        if time.time() > deadline:
+            raise TimeoutError(f"no answer to {question['kind']!r} in {timeout:.0f} s")
+        time.sleep(0.05)
+    data = json.loads(answer.read_text(encoding="utf-8"))
+    answer.unlink(missing_ok=True)
+    return data
+
+
+# ---- parent side ----
+
+def answer_line(line: str, folder: Path, answerer: Answerer) -> None:
+    """Answers one `[evals-ask]` line of the worker's output."""
+    question = json.loads(line[len(ASK_PREFIX):])
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(folder / f"{question['id']}.json", answerer(question))
