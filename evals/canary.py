@@ -24,7 +24,8 @@ from pydantic import ValidationError
 
 from evals import stats
 from evals.records import CANARY
-from evals.comparison import DEFAULT_REPORTS, run_ab, run_id_for
+from evals.arms import run_id_for
+from evals.comparison import DEFAULT_REPORTS, run_ab
 from evals.config import ABConfig, ArmConfig, Arms
 from evals.errors import ExitCode, UserError
 from evals.exercise import FP8_KV_CACHE, PREFIX_CACHING, SPEC_DECODE, declared_optimizations

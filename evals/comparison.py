@@ -1,365 +1,138 @@
-"""One comparison, end to end: arms -> paired samples -> analysis -> verdict -> outputs.
+"""The three pipelines, each a short sequence of the stages (README, "How the code is laid
+out"): plan -> preflight -> run -> pair -> analyse -> decide -> record -> report.
 
-`run_ab` runs both arms from a config; `run_compare` starts from two existing
-lm-eval `--log_samples` directories. Both end in `finish`, which writes the run
-directory (summary.json, paired_items.jsonl, report.html) and prints the table.
+- `run_ab`: both arms of a config are run (or reused from the run store) and compared.
+- `run_drift`: a deployment's arm is run again and compared with its pinned golden run.
+- `run_compare`: two existing lm-eval `--log_samples` directories; no run stage.
+
+All three end in `finish`: pair the items, analyse each task, decide (the statistical gate,
+then the gate list of evals.gates), record (summary.json, paired_items.jsonl) and report.
+The run store records the run last (`record_in_store`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import threading
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 from evals.analysis import TaskAnalysis, analyse_task, noise_floor, task_rng
-from evals.arm_spec import ArmSpec, package_versions
-from evals.audit import audit_resolved
-from evals.doctor import diagnose_config
+from evals.arms import (RERUN, Looks, arm_specs, reuse_from_store, run_arms, run_id_for,
+                        sequential_alpha, speed_records)
 from evals.cache_stress import WARM_SUFFIX, WarmColdCheck, describe, warm_vs_cold
+from evals.clusters import cluster_ids
+from evals.config import ABConfig, GateConfig, TaskSpec
 from evals.drift import KIND as DRIFT_KIND
 from evals.drift import (apply_chart, chart_tasks, deployment_name, drift_run_id,
                          golden_arm_dir, history_points, summary_extras)
-from evals.reuse import reuse_finished_tasks
-from evals.config import (DEFAULT_TASKS_DIR, ABConfig, GateConfig, TaskSpec,
-                          check_local_models)
+from evals.early_stop import first_items, sequential_for_task
 from evals.errors import ExitCode, UserError
-from evals.faults.catalog import check_vllm_version, installed_vllm
 from evals.exercise import ExerciseReport, apply_exercise_gate, assess, declared_optimizations
-from evals.clusters import cluster_ids
-from evals.metric_scale import normalise_metric
-from evals.paths import ARMS, REPORTS_DIR
+from evals.gates import Gate, run_gates
+from evals.metric_scale import pair_normalised
 from evals.pairing import PairedTask, pair_task
-from evals.records import SPEED_RECORD
-from evals.run_record import build_summary, write_run
-from evals.runner.config_resolver import recorded_arms, resolve_arms
-from evals.runner.launch import arm_is_complete, run_arm
-from evals.runner.layout import ArmLayout
-from evals.runner.task_index import unknown_tasks
-from evals.samples import ArmSamples, read_output_dir
-from evals.runner.asks import Answerer
-from evals.schedule import item_order
-from evals.early_stop import (SequentialSummary, first_items, look_alpha,
-                                   sequential_for_task)
-from evals.speed import compare_speed
+from evals.paths import ARMS, REPORTS_DIR
+from evals.preflight import (AuditWhileStarting, check_arms_differ, check_effective_configs,
+                             check_inputs, config_audit, doctor_checks, with_resolved_configs)
 from evals.report.terminal_table import render_table
-from evals.text_hygiene import visible
+from evals.run_record import build_summary, open_store, record_in_store, write_run
+from evals.runner.layout import ArmLayout
+from evals.samples import ArmSamples, read_output_dir
+from evals.schedule import item_order
+from evals.speed import compare_speed
 from evals.task_warnings import task_warnings
+from evals.text_hygiene import visible
 from evals.verdict import apply_speed_gate, decide
 
-RERUN = "baseline_rerun"  # the baseline's second run, for the A/A noise floor
 WARM = "_warm"  # samples[<arm>_warm]: a cache-stress arm's warm pass
 DEFAULT_REPORTS = REPORTS_DIR
 PREFERRED_METRICS = ("acc", "exact_match", "acc_norm")
 
 
-def run_id_for(config: ABConfig) -> str:
-    blob = config.model_dump_json(exclude={"source", "description"}).encode()
-    return f"{config.name}-{hashlib.sha256(blob).hexdigest()[:8]}"
+@dataclass(frozen=True)
+class DriftInput:
+    """What the drift chart gate needs: earlier drift runs and the config's chart."""
+
+    history: dict
+    lam: float
+    L: float
+    deployment: str
+    golden_run: str
+    arm: str
 
 
-def arm_specs(config: ABConfig, run_dir: Path) -> dict[str, ArmSpec]:
-    include = [str(DEFAULT_TASKS_DIR)] + ([config.include_path] if config.include_path else [])
-    versions = package_versions()
-    specs = {}
+@dataclass(frozen=True)
+class RunEvidence:
+    """What the run stage found besides the items: it feeds the gates and the summary."""
+
+    sequential: dict | None = None
+    speed: dict[str, dict] | None = None
+    exercise: ExerciseReport | None = None
+    preflight: dict | None = None
+    drift: DriftInput | None = None
+
+
+def _arm_samples(layouts: dict[str, ArmLayout], specs, tasks: list[str]) -> dict:
+    samples = {name: read_output_dir(layouts[name].lm_eval_dir, tasks) for name in layouts}
     for name in ARMS:
-        arm = config.arm(name)
-        specs[name] = ArmSpec(
-            arm=name, model=config.arm_model(name), engine=dict(arm.engine), env=dict(arm.env),
-            tasks=tuple(t.name for t in config.tasks), limit=config.limit,
-            num_fewshot=config.num_fewshot, seed=config.seed, include_paths=tuple(include),
-            output_dir=str(run_dir / "arms" / name), versions=versions, mode=arm.mode,
-            serving={"concurrency": arm.concurrency, "base_url": arm.base_url,
-                     "api_key_env": arm.api_key_env,
-                     "served_model_name": arm.served_model_name},
-            cache_stress=arm.cache_stress, lora_adapter=arm.lora_adapter,
-            structured_output=arm.structured_output,
-            faults=tuple(f.model_dump() for f in arm.faults)).with_fingerprint()
-    if config.sequential:
-        chunk = config.sequential.chunk
-        specs["baseline"] = replace(specs["baseline"], sequential={"chunk": chunk})
-        specs["candidate"] = replace(specs["candidate"], sequential={
-            "chunk": chunk, "look": True, "stop_rule": [
-                _look_alpha(config), config.gate.margin,
-                {t.name: [t.metric, t.filter] for t in config.tasks}]})
-    if config.noise_floor:
-        specs[RERUN] = replace(specs["baseline"], arm=RERUN,
-                               output_dir=str(run_dir / "arms" / RERUN))
-    return specs
-
-
-def _look_alpha(config: ABConfig) -> float:
-    return look_alpha(config.gate.alpha, sum(1 for t in config.tasks if t.gate))
-
-
-def _pair(spec: TaskSpec, first: ArmSamples, second: ArmSamples, filter_name, where: str,
-          **kwargs) -> PairedTask:
-    """Two arms' items of one task, on the accuracy scale (evals.metric_scale)."""
-    return normalise_metric(pair_task(first, second, spec.name, spec.metric, filter_name,
-                                      **kwargs),
-                            scale=spec.scale, metric_type=spec.metric_type, where=where)
-
-
-class Looks:
-    """The parent's answers to a sequential candidate's "stop now?" (evals.runner.asks):
-    after each chunk, the items so far paired with the baseline's and the sequential test
-    (evals.early_stop). Each task's last look is kept for the analysis, which so
-    does not compute it again."""
-
-    def __init__(self, config: ABConfig, baseline_dir: Path, candidate_dir: Path):
-        self.config, self.baseline_dir, self.candidate_dir = config, baseline_dir, candidate_dir
-        self.last: dict[str, SequentialSummary] = {}
-
-    def __call__(self, question: dict) -> dict:
-        if question["kind"] != "look":
-            return {"go": True}
-        task, n_items = question["task"], int(question["n_items"])
-        spec = next(t for t in self.config.tasks if t.name == task)
-        paired = _pair(spec, read_output_dir(self.baseline_dir, [task]),
-                       read_output_dir(self.candidate_dir, [task]), spec.filter,
-                       str(self.candidate_dir), baseline_superset=True)
-        try:
-            summary = sequential_for_task(
-                paired, item_order(n_items, self.config.seed, task),
-                chunk=self.config.sequential.chunk, alpha=_look_alpha(self.config),
-                margin=self.config.gate.margin, n_items=n_items)
-        except ValueError as exc:  # e.g. a metric that is not 0/1
-            return {"error": str(exc)}
-        self.last[task] = summary
-        return {"stop": summary.stopped_early, "decision": summary.decision,
-                "items_used": summary.items_used}
-
-
-def _arm_identity(spec: ArmSpec) -> tuple:
-    return (spec.model_hash, spec.adapter_hash, spec.mode, json.dumps(spec.faults, sort_keys=True),
-            json.dumps(spec.structured_output, sort_keys=True),
-            json.dumps(spec.engine, sort_keys=True), json.dumps(spec.env, sort_keys=True))
-
-
-def check_arms_differ(config: ABConfig, specs: dict[str, ArmSpec]) -> None:
-    same = _arm_identity(specs["baseline"]) == _arm_identity(specs["candidate"])
-    if same and not config.expect_identical_arms:
-        raise UserError(f"{config.source}: arms.baseline and arms.candidate are identical (same "
-                        "model, adapter, mode, faults, engine and env); set `expect_identical_arms: "
-                        "true` for an A/A check, or change the candidate.")
-    if not same and config.expect_identical_arms:
-        raise UserError(f"{config.source}: `expect_identical_arms: true`, but the arms differ "
-                        "in model, engine or env.")
-
-
-def check_effective_configs(config: ABConfig, manifests: dict[str, dict]) -> None:
-    effective = [manifests[a].get("effective_engine_config") for a in ARMS]
-    models = [manifests[a].get("model_hash") for a in ARMS]
-    if config.expect_identical_arms or None in effective or \
-            config.arm("baseline").engine == config.arm("candidate").engine:
-        return  # only a requested engine difference can be swallowed by vLLM
-    if effective[0] == effective[1] and models[0] == models[1] and \
-            config.arms.baseline.env == config.arms.candidate.env:
-        raise UserError(f"{config.source}: the arms ask for different engine arguments, but vLLM "
-                        "ran both with identical effective configs (it ignored or defaulted the "
-                        "difference); the comparison would test nothing.")
-
-
-def open_store(reports_dir: Path, store_root: Path | None = None):
-    """The run store: --store, else $EVALS_STORE, else <reports>/store."""
-    from evals.store import ENV_VAR, RunStore
-
-    if store_root is None and not os.environ.get(ENV_VAR):
-        store_root = Path(reports_dir) / "store"
-    return RunStore(store_root)
-
-
-def record_in_store(store, run_dir: Path, *, kind: str, deployment: str | None,
-                    echo=print) -> None:
-    """Finished work is never lost to a broken store: a store problem is a warning."""
-    try:
-        stored = store.record_run(run_dir, kind=kind, deployment=deployment)
-        echo(f"[evals] recorded as {stored.run_id} in {store.root}")
-    except UserError as exc:
-        echo(f"warning: the run was not recorded in the run store: {exc}")
-
-
-def _reuse(specs: dict[str, ArmSpec], store, echo) -> dict[str, dict[str, str]]:
-    reused: dict[str, dict[str, str]] = {}
-    for name, spec in specs.items():
-        try:
-            found = reuse_finished_tasks(spec, store.find_task_result)
-        except UserError as exc:
-            echo(f"warning: stored results not reused: {exc}")
-            return reused
-        if found:
-            reused[name] = found
-            for task, source in found.items():
-                echo(f"[evals] {name}: {task} reused from {source} (same content key)")
-    return reused
-
-
-def _run_arms(config: ABConfig, specs: dict[str, ArmSpec], echo,
-              answers: dict[str, Answerer] | None = None,
-              audit: _AuditWhileStarting | None = None) -> tuple[dict, dict]:
-    """Each arm in turn. The first arm's worker asks for a go before its first item (the
-    audit runs while its engine starts); a stop is raised once that worker has exited,
-    before any other arm starts."""
-    layouts = {}
-    for name in specs:
-        answer = (answers or {}).get(name)
-        if audit is not None and not layouts:
-            answer = audit.answerer(answer)
-        try:
-            layouts[name] = run_arm(specs[name], echo=echo, answer=answer)
-        except UserError as exc:
-            raise UserError(f"{config.source}: {exc}") from None
-        if audit is not None and len(layouts) == 1:
-            audit.join()  # a stop raises here, before any other arm starts
-    manifests = {name: layouts[name].read_manifest() for name in specs}
-    for name in specs:
-        manifests[name]["tasks"] = {t: layouts[name].task_record(t) for t in specs[name].tasks}
-    return layouts, manifests
-
-
-def _speed_records(layouts: dict[str, ArmLayout], specs: dict[str, ArmSpec]) -> dict:
-    return {name: {t: SPEED_RECORD.read(layouts[name].speed_file(t))
-                   for t in specs[name].tasks if layouts[name].speed_file(t).exists()}
-            for name in layouts}
-
-
-def preflight(config: ABConfig, echo=print) -> dict:
-    """Before any arm starts: the model doctor. It stops the run with a UserError on errors;
-    what it found goes into the summary."""
-    report = diagnose_config(config)
-    for line in report.lines():
-        echo(line)
-    report.check()
-    return {"doctor": report.to_dict(), "warnings": report.warning_lines(), "resolved": {}}
-
-
-def config_audit(config: ABConfig, specs: dict[str, ArmSpec], checks: dict, *,
-                 allow_undeclared: bool = False, echo=print) -> None:
-    """Both arms' effective engine configs, resolved without an engine, compared; a stop is
-    a UserError. Adds what it found to `checks`."""
-    recorded = None
-    if all(arm_is_complete(specs[arm]) for arm in ARMS):  # e.g. both arms reused
-        recorded = recorded_arms({arm: ArmLayout(Path(specs[arm].output_dir)).read_manifest()
-                                  for arm in ARMS})
-    resolved = recorded or resolve_arms({arm: specs[arm] for arm in ARMS})
-    audit = audit_resolved(config, resolved, allow_undeclared=allow_undeclared)
-    echo(audit.message())
-    audit.check()
-    checks["audit"] = audit.to_dict()
-    checks["warnings"] += audit.warning_lines()
-    checks["resolved"] = {arm: r.effective for arm, r in resolved.items()}
-
-
-class _AuditWhileStarting:
-    """The config audit in a thread while the first arm's engine starts: that arm's worker
-    asks for a go before its first item (evals.runner.asks) and gets it only once the audit
-    passed, so nothing is measured before it did, but its ~10 s of resolving overlap the
-    engine start."""
-
-    def __init__(self, job):
-        self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(job,), daemon=True)
-        self._thread.start()
-
-    def _run(self, job) -> None:
-        try:
-            job()
-        except BaseException as exc:  # raised in the main thread by join()
-            self.error = exc
-
-    def answerer(self, other: Answerer | None) -> Answerer:
-        """Answers "go" when the audit has finished; passes other questions on."""
-        def answer(question: dict) -> dict:
-            if question["kind"] == "go":
-                self._thread.join()
-                return {"go": self.error is None}
-            return other(question) if other else {}
-        return answer
-
-    def join(self) -> None:
-        self._thread.join()
-        if self.error is not None:
-            raise self.error
-
-
-def check_task_names(config: ABConfig) -> None:
-    """Every task name resolves (bundled tasks, the include path, lm-eval's index) before
-    any subprocess starts."""
-    include = [str(DEFAULT_TASKS_DIR)] + ([config.include_path] if config.include_path else [])
-    unknown = unknown_tasks([t.name for t in config.tasks], include)
-    if unknown:
-        name, close = unknown[0]
-        hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
-        raise UserError(f"{config.source}: lm-eval knows no task named {name!r} (searched "
-                        f"lm-eval's tasks and {', '.join(include)}){hint}")
-
-
-def check_fault_support(config: ABConfig) -> None:
-    """Canary faults patch vLLM internals: refuse, before any engine starts, a vLLM version
-    they were not written for."""
-    if not any(config.arm(name).faults for name in ARMS):
-        return
-    problem = check_vllm_version(installed_vllm())
-    if problem:
-        raise UserError(f"{config.source}: faults cannot be injected: {problem}.")
+        if name in specs and specs[name].cache_stress:
+            samples[name + WARM] = read_output_dir(layouts[name].warm_layout().lm_eval_dir, tasks)
+    return samples
 
 
 def run_ab(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, fresh: bool = False,
            echo=print, store_root: Path | None = None,
            allow_undeclared: bool = False) -> tuple[ExitCode, Path]:
-    check_local_models(config)
-    check_fault_support(config)
-    check_task_names(config)
+    # plan and preflight
+    check_inputs(config)
     run_dir = Path(reports_dir) / run_id_for(config)
     specs = arm_specs(config, run_dir)
     check_arms_differ(config, specs)
-    checks = preflight(config, echo=echo)
+    checks = doctor_checks(config, echo=echo)
     store = open_store(reports_dir, store_root)
     if fresh:
         for spec in specs.values():
             for marker in ArmLayout(Path(spec.output_dir)).tasks_dir.glob("*.json"):
                 marker.unlink()
     else:
-        _reuse(specs, store, echo)
+        reuse_from_store(specs, store, echo)
+    # run: the audit resolves both arms while the first engine starts
     echo(f"[evals] run {run_dir.name}: {len(config.tasks)} task(s), arms run one at a time")
     started = time.time()
-    audit = _AuditWhileStarting(lambda: config_audit(
-        config, specs, checks, allow_undeclared=allow_undeclared, echo=echo))
+    audit = AuditWhileStarting(lambda: config_audit(
+        config, specs, allow_undeclared=allow_undeclared, echo=echo))
     looks = None
     if config.sequential:
         looks = Looks(config, ArmLayout(Path(specs["baseline"].output_dir)).lm_eval_dir,
                       ArmLayout(Path(specs["candidate"].output_dir)).lm_eval_dir)
-    layouts, manifests = _run_arms(config, specs, echo, {"candidate": looks} if looks else None,
-                                   audit)
-    for name in ARMS:  # server arms: what the audit resolved, as `vllm serve` resolves it
-        if manifests[name].get("effective_engine_config") is None and \
-                checks["resolved"].get(name) is not None:
-            manifests[name]["effective_engine_config"] = checks["resolved"][name]
-            manifests[name]["effective_engine_config_source"] = "resolved before the run"
+    layouts, manifests = run_arms(config, specs, echo, {"candidate": looks} if looks else None,
+                                  audit)
+    outcome = audit.join()
+    checks = {**checks, "audit": outcome.audit,
+              "warnings": checks["warnings"] + list(outcome.warnings)}
+    manifests = with_resolved_configs(manifests, outcome.resolved)
     check_effective_configs(config, manifests)
-    exercise = assess(declared_optimizations(config.arm("baseline").engine,
-                                             config.arm("candidate").engine),
-                      {name: manifests[name] for name in ARMS},
-                      {t.name: t.gate for t in config.tasks})
-    tasks = [t.name for t in config.tasks]
-    samples = {name: read_output_dir(layouts[name].lm_eval_dir, tasks) for name in specs}
-    for name in ARMS:
-        if specs[name].cache_stress:
-            samples[name + WARM] = read_output_dir(layouts[name].warm_layout().lm_eval_dir, tasks)
     echo(f"[evals] both arms finished in {time.time() - started:.0f} s; analysing")
+    tasks = [t.name for t in config.tasks]
     sequential = None
     if config.sequential:
-        sequential = {"chunk": config.sequential.chunk, "alpha": _look_alpha(config),
+        sequential = {"chunk": config.sequential.chunk, "alpha": sequential_alpha(config),
                       "n_items": {t: manifests["candidate"]["tasks"][t]["n_items"] for t in tasks},
                       "looks": looks.last}
+    evidence = RunEvidence(
+        sequential=sequential, speed=speed_records(layouts, specs), preflight=checks,
+        exercise=assess(declared_optimizations(config.arm("baseline").engine,
+                                               config.arm("candidate").engine),
+                        {name: manifests[name] for name in ARMS},
+                        {t.name: t.gate for t in config.tasks}))
+    # pair, analyse, decide, record, report
     code = finish(kind="ab", run_dir=run_dir, tasks=list(config.tasks), gate=config.gate,
                   seed=config.seed, config_dump=json.loads(config.model_dump_json()),
-                  samples=samples, manifests=manifests, echo=echo,
-                  sequential=sequential, speed=_speed_records(layouts, specs), preflight=checks,
-                  exercise=exercise)
+                  samples=_arm_samples(layouts, specs, tasks), manifests=manifests, echo=echo,
+                  evidence=evidence)
     record_in_store(store, run_dir, kind="ab", deployment=deployment_name(config), echo=echo)
     return code, run_dir
 
@@ -367,9 +140,8 @@ def run_ab(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, fresh: bool = 
 def run_drift(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, echo=print,
               store_root: Path | None = None, run_id: str | None = None) -> tuple[ExitCode, Path]:
     """Reruns the deployment arm and compares it with the golden run (see evals.drift)."""
-    check_local_models(config)
-    check_fault_support(config)
-    check_task_names(config)
+    # plan and preflight
+    check_inputs(config)
     store = open_store(reports_dir, store_root)
     deployment = deployment_name(config)
     golden = store.golden(deployment)
@@ -377,35 +149,33 @@ def run_drift(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, echo=print,
         raise UserError(f"{config.source}: deployment `{deployment}` has no golden run in "
                         f"{store.root}; run `python -m evals ab {config.source}` (or a drift run) "
                         f"and pin it: `python -m evals pin RUN_ID --deployment {deployment}`.")
-    checks = preflight(config, echo=echo)
+    checks = doctor_checks(config, echo=echo)
     arm = config.drift.arm
     golden_dir = golden_arm_dir(golden.source_dir, arm, deployment)
     run_dir = Path(reports_dir) / (run_id or drift_run_id(run_id_for(config)))
-    spec = replace(arm_specs(config, run_dir)[arm], arm="candidate",
-                   output_dir=str(run_dir / "arms" / "candidate"), sequential=None)
+    specs = {"candidate": replace(arm_specs(config, run_dir)[arm], arm="candidate",
+                                  output_dir=str(run_dir / "arms" / "candidate"),
+                                  sequential=None)}
+    # run: the deployment's arm again; the golden run's outputs are the baseline
     echo(f"[evals] drift run {run_dir.name}: deployment {deployment}, arm `{arm}` again vs "
          f"golden run {golden.run_id}")
-    specs = {"candidate": spec}
-    layouts, manifests = _run_arms(config, specs, echo)
+    layouts, manifests = run_arms(config, specs, echo)
     tasks = [t.name for t in config.tasks]
-    golden_samples = read_output_dir(golden_dir, tasks)
-    samples = {"baseline": golden_samples,
+    samples = {"baseline": read_output_dir(golden_dir, tasks),
                "candidate": read_output_dir(layouts["candidate"].lm_eval_dir, tasks)}
     manifests["baseline"] = {"source": str(golden_dir), "golden_run": golden.run_id}
-    history = history_points(store, deployment, tasks, exclude=run_dir.name)
-    exercise = assess(declared_optimizations({}, config.arm(arm).engine),
-                      {"candidate": manifests["candidate"]}, {t.name: t.gate for t in config.tasks})
-
-    def chart(analyses, verdict):
-        charts = chart_tasks(analyses, history, lam=config.drift.lam, L=config.drift.L,
-                             run_id=run_dir.name)
-        return apply_chart(verdict, charts), summary_extras(deployment, golden.run_id, arm,
-                                                            charts)
-
+    evidence = RunEvidence(
+        preflight=checks,
+        exercise=assess(declared_optimizations({}, config.arm(arm).engine),
+                        {"candidate": manifests["candidate"]},
+                        {t.name: t.gate for t in config.tasks}),
+        drift=DriftInput(history=history_points(store, deployment, tasks, exclude=run_dir.name),
+                         lam=config.drift.lam, L=config.drift.L, deployment=deployment,
+                         golden_run=golden.run_id, arm=arm))
+    # pair, analyse, decide (the drift chart is a gate), record, report
     code = finish(kind=DRIFT_KIND, run_dir=run_dir, tasks=list(config.tasks), gate=config.gate,
                   seed=config.seed, config_dump=json.loads(config.model_dump_json()),
-                  samples=samples, manifests=manifests, echo=echo, post_decide=chart,
-                  preflight=checks, exercise=exercise)
+                  samples=samples, manifests=manifests, echo=echo, evidence=evidence)
     record_in_store(store, run_dir, kind=DRIFT_KIND, deployment=deployment, echo=echo)
     return code, run_dir
 
@@ -474,12 +244,11 @@ def run_compare(dir_a: Path, dir_b: Path, *, gate: GateConfig, seed: int = 1234,
                       cluster=clusters.get(t)) for t in common]
     config_dump = {"baseline_dir": str(dir_a), "candidate_dir": str(dir_b), "seed": seed,
                    "gate": gate.model_dump(), "tasks": [t.model_dump() for t in tasks]}
+    preflight = {"warnings": [f"baseline and candidate are the same directory ({dir_a}): this "
+                              "compares a run with itself"]} if same_dir else None
     code = finish(kind="compare", run_dir=run_dir, tasks=tasks, gate=gate, seed=seed,
                   config_dump=config_dump, samples={"baseline": a, "candidate": b},
-                  manifests=manifests, echo=echo,
-                  preflight={"warnings": [f"baseline and candidate are the same directory "
-                                          f"({dir_a}): this compares a run with itself"]}
-                  if same_dir else None)
+                  manifests=manifests, echo=echo, evidence=RunEvidence(preflight=preflight))
     record_in_store(open_store(reports_dir, store_root), run_dir, kind="compare",
                     deployment=deployment or f"{name}-{paths_key}", echo=echo)
     return code, run_dir
@@ -487,20 +256,53 @@ def run_compare(dir_a: Path, dir_b: Path, *, gate: GateConfig, seed: int = 1234,
 
 def finish(*, kind: str, run_dir: Path, tasks: list[TaskSpec], gate: GateConfig, seed: int,
            config_dump: dict, samples: dict[str, ArmSamples], manifests: dict[str, dict],
-           echo=print, sequential: dict | None = None,
-           speed: dict[str, dict] | None = None, post_decide=None,
-           preflight: dict | None = None,
-           exercise: ExerciseReport | None = None) -> ExitCode:
-    """`post_decide(analyses, verdict) -> (verdict, extra summary keys)`: a last say on the
-    verdict (drift: the control chart)."""
+           echo=print, evidence: RunEvidence | None = None) -> ExitCode:
+    """Pair, analyse, decide, record and report one run; the exit code of its verdict."""
+    evidence = evidence or RunEvidence()
+    paired, analyses, cache_checks, warnings = _pair_and_analyse(
+        run_dir, tasks, gate, seed, samples, evidence.sequential)
+    warnings = list((evidence.preflight or {}).get("warnings", [])) + warnings
+    verdict, steps, extras = _decide(analyses, gate, seed, manifests, evidence, run_dir)
+    if evidence.exercise is not None:
+        warnings.extend(evidence.exercise.warnings)
+    speedup = extras.pop("speed", None)
+    summary = build_summary(
+        kind=kind, run_id=run_dir.name, config=config_dump, analyses=analyses, verdict=verdict,
+        arms=manifests, sources={name: s.source for name, s in samples.items()},
+        warnings=warnings, speed=speedup, cache_stress=cache_checks)
+    summary.update(extras)
+    summary["gates"] = [{"gate": s.gate, "verdict": s.verdict, "changed": s.changed}
+                        for s in steps]
+    if evidence.exercise is not None:
+        summary["exercise"] = evidence.exercise.to_dict()
+    faults = {arm: m["faults"] for arm, m in manifests.items() if m.get("faults")}
+    if faults:
+        summary["faults"] = faults
+    if evidence.preflight:
+        summary["preflight"] = {k: v for k, v in evidence.preflight.items() if k != "warnings"}
+    write_run(run_dir, summary, paired)
+    from evals.report import write_reports  # rendering is the last step of the flow
+    written = write_reports(run_dir)
+    echo(render_table(summary))
+    for warning in warnings:
+        echo(visible(f"warning: {warning}"))
+    echo(f"report: {written['html']}")
+    return ExitCode(summary["exit_code"])
+
+
+def _pair_and_analyse(run_dir: Path, tasks: list[TaskSpec], gate: GateConfig, seed: int,
+                      samples: dict[str, ArmSamples], sequential: dict | None
+                      ) -> tuple[list[PairedTask], list[TaskAnalysis], list[WarmColdCheck],
+                                 list[str]]:
+    """Every task's paired items and analysis (plus a cache-stress arm's warm pass)."""
     paired: list[PairedTask] = []
     analyses: list[TaskAnalysis] = []
-    warnings: list[str] = list((preflight or {}).get("warnings", []))
+    warnings: list[str] = []
     cache_checks: list[WarmColdCheck] = []
     for spec in tasks:
         def pair(first: str, second: str, filter_name, spec=spec, **kwargs) -> PairedTask:
-            return _pair(spec, samples[first], samples[second], filter_name, run_dir.name,
-                         **kwargs)
+            return pair_normalised(spec, samples[first], samples[second], filter_name,
+                                   run_dir.name, **kwargs)
 
         p = pair("baseline", "candidate", spec.filter, baseline_superset=sequential is not None)
         paired.append(p)
@@ -544,40 +346,31 @@ def finish(*, kind: str, run_dir: Path, tasks: list[TaskSpec], gate: GateConfig,
             warnings.append(f"task {spec.name}: lm-eval task hashes differ between arms "
                             f"({hb[:12]} vs {hc[:12]})")
     warnings.extend(task_warnings(analyses))
-    verdict = decide(analyses, alpha=gate.alpha, margin=gate.margin, correction=gate.correction,
-                     pooled=gate.pooled)
-    speedup = None
-    if speed:
+    return paired, analyses, cache_checks, warnings
+
+
+def _decide(analyses: list[TaskAnalysis], gate: GateConfig, seed: int,
+            manifests: dict[str, dict], evidence: RunEvidence, run_dir: Path):
+    """The statistical gate, then the gate list (evals.gates). Returns the verdict, the
+    steps and what the gates add to the summary (`speed`, `drift`)."""
+    gates: list[Gate] = []
+    extras: dict = {}
+    if evidence.speed:
         speedup = compare_speed(
-            speed.get("baseline", {}), speed.get("candidate", {}),
+            evidence.speed.get("baseline", {}), evidence.speed.get("candidate", {}),
             spec_decode={a: manifests.get(a, {}).get("spec_decode") for a in ARMS},
             rng=task_rng(seed, "speed"), confidence=1 - 2 * gate.alpha,
             min_speedup=gate.min_speedup)
-        verdict = apply_speed_gate(verdict, speedup)
-    if exercise is not None:
-        verdict = apply_exercise_gate(verdict, exercise)
-        warnings.extend(exercise.warnings)
-    extras: dict = {}
-    if post_decide is not None:
-        verdict, extras = post_decide(analyses, verdict)
-    summary = build_summary(
-        kind=kind, run_id=run_dir.name, config=config_dump, analyses=analyses, verdict=verdict,
-        arms=manifests, sources={name: s.source for name, s in samples.items()},
-        warnings=warnings, speed=speedup, cache_stress=cache_checks)
-    summary.update(extras)
-    if exercise is not None:
-        summary["exercise"] = exercise.to_dict()
-    faults = {arm: m["faults"] for arm, m in manifests.items() if m.get("faults")}
-    if faults:
-        summary["faults"] = faults
-    if preflight:
-        summary["preflight"] = {k: v for k, v in preflight.items()
-                                if k not in ("warnings", "resolved")}
-    write_run(run_dir, summary, paired)
-    from evals.report import write_reports  # rendering is the last step of the flow
-    written = write_reports(run_dir)
-    echo(render_table(summary))
-    for warning in warnings:
-        echo(visible(f"warning: {warning}"))
-    echo(f"report: {written['html']}")
-    return ExitCode(summary["exit_code"])
+        extras["speed"] = speedup
+        gates.append(Gate("speed", partial(apply_speed_gate, speed=speedup)))
+    if evidence.exercise is not None:
+        gates.append(Gate("exercise", partial(apply_exercise_gate, report=evidence.exercise)))
+    if evidence.drift is not None:
+        d = evidence.drift
+        charts = chart_tasks(analyses, d.history, lam=d.lam, L=d.L, run_id=run_dir.name)
+        extras.update(summary_extras(d.deployment, d.golden_run, d.arm, charts))
+        gates.append(Gate("drift chart", partial(apply_chart, charts=charts)))
+    first = decide(analyses, alpha=gate.alpha, margin=gate.margin, correction=gate.correction,
+                   pooled=gate.pooled)
+    verdict, steps = run_gates(first, gates)
+    return verdict, steps, extras

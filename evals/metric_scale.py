@@ -18,7 +18,8 @@ from dataclasses import replace
 import numpy as np
 
 from evals.errors import UserError
-from evals.pairing import PairedTask
+from evals.pairing import PairedTask, pair_task
+from evals.samples import ArmSamples
 
 MOSTLY_BINARY = 0.95
 """A task with at least this share of 0/1 values but not all is "mixed", hence an error."""
@@ -72,3 +73,12 @@ def normalise_metric(paired: PairedTask, *, scale: float | None = None,
     else:
         binary = False
     return replace(paired, baseline=base, candidate=cand, binary=binary)
+
+
+def pair_normalised(spec, first: ArmSamples, second: ArmSamples, filter_name, where: str,
+                    **kwargs) -> PairedTask:
+    """Two arms' items of one task (`spec`: its TaskSpec), on the accuracy scale."""
+    return normalise_metric(pair_task(first, second, spec.name, spec.metric, filter_name,
+                                      **kwargs),
+                            scale=spec.scale, metric_type=spec.metric_type, where=where)
+

@@ -13,7 +13,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from engine_helpers import MODEL
+from engine_helpers import ENGINE, MODEL, run_cli, write_config
+
+ALL_TASKS = [{"name": "tiny_reviews_gen", "metric": "exact_match"},
+             {"name": "tiny_reviews_shared_prefix", "metric": "exact_match"},
+             {"name": "tiny_reviews_mc", "metric": "acc"},
+             {"name": "tiny_addition", "metric": "exact_match"}]
+PLAIN = {**ENGINE, "enable_prefix_caching": False}
+MTP_PREFIX = {**ENGINE, "enable_prefix_caching": True,
+              "speculative_config": {"method": "mtp", "num_speculative_tokens": 1}}
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -47,3 +55,16 @@ def degraded_model(tmp_path_factory):
             tensors[name] = (tensor.float() + torch.from_numpy(noise).float()).to(tensor.dtype)
     save_torch(tensors, str(target / "model.safetensors"), metadata={"format": "pt"})
     return target
+
+
+@pytest.fixture(scope="session")
+def mtp_prefix_run(tmp_path_factory, shared_store):
+    """The plain engine against prefix caching + MTP on every bundled task: the MTP test
+    checks its records, the embedded-model test reads both arms as its `bf16` and
+    `mtp_prefix` variants, and later tests reuse its baseline from the store."""
+    root = tmp_path_factory.mktemp("mtp-prefix")
+    config = write_config(root, "mtp", {"engine": PLAIN}, {"engine": MTP_PREFIX},
+                          tasks=ALL_TASKS)
+    result = run_cli("ab", str(config), "--reports", str(root / "reports"))
+    (run_dir,) = [p.parent for p in (root / "reports").glob("*/summary.json")]
+    return result, run_dir

@@ -76,16 +76,10 @@ def test_aa_passes_and_a_killed_arm_resumes(tmp_path):
                r["baseline_response"] == r["candidate_response"] for r in rows)
 
 
-def test_mtp_prefix_runs_and_records_effective_configs(tmp_path):
-    config = write_config(
-        tmp_path, "mtp", PLAIN,
-        {"engine": {**ENGINE, "enable_prefix_caching": True,
-                    "speculative_config": {"method": "mtp", "num_speculative_tokens": 1}}},
-        tasks=[{"name": "tiny_reviews_shared_prefix", "metric": "exact_match"},
-               {"name": "tiny_addition", "metric": "exact_match"}])
-    result = run_cli("ab", str(config), "--reports", str(tmp_path / "reports"))
+def test_mtp_prefix_runs_and_records_effective_configs(mtp_prefix_run):
+    result, run_dir = mtp_prefix_run
     assert result.returncode in (0, 1, 3), result.stdout + result.stderr
-    summary = read_summary(tmp_path / "reports")
+    summary = read_summary(run_dir.parent)
     assert summary["exit_code"] == result.returncode
     base = summary["arms"]["baseline"]["effective_engine_config"]
     cand = summary["arms"]["candidate"]["effective_engine_config"]
@@ -104,6 +98,7 @@ def test_mtp_prefix_runs_and_records_effective_configs(tmp_path):
     assert rows[("candidate", "tiny_addition")]["acceptance"] > 0.5
     assert all(rows[("baseline", t)]["cached_tokens"] == 0 and not rows[("baseline", t)][
         "drafted_tokens"] for t in ("tiny_reviews_shared_prefix", "tiny_addition"))
+    assert len(rows) == 2 * 4  # both arms, every bundled task
     assert summary["exercise"]["not_exercised"] == []
     assert "task tiny_addition: prefix caching did not engage" in result.stdout
     assert "EXERCISED" in result.stdout and "draft acceptance" in result.stdout

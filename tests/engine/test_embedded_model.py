@@ -1,7 +1,8 @@
 """The shipped tiny model runs every optimization the suite targets on vLLM's CPU backend.
 
 Each variant generates on a slice of every bundled task through the real runner
-(lm-eval's vllm backend). Outputs are recorded to test-artifacts/, not asserted equal:
+(lm-eval's vllm backend); `bf16` and `mtp_prefix` are the two arms of the session's shared
+A/B of those settings. Outputs are recorded to test-artifacts/, not asserted equal:
 the optimizations are allowed to change answers, that is what the suite measures.
 """
 
@@ -11,9 +12,11 @@ from pathlib import Path
 
 import pytest
 from engine_helpers import CPU_ENV, ENGINE, MODEL, REPO, save_artifact
+from engine_helpers import LIMIT as SHARED_LIMIT
 
 from evals.arm_spec import ArmSpec
 from evals.runner.launch import run_arm
+from evals.runner.layout import ArmLayout
 from evals.samples import read_output_dir
 
 TASKS = ("tiny_reviews_gen", "tiny_reviews_shared_prefix", "tiny_reviews_mc", "tiny_addition")
@@ -30,20 +33,35 @@ VARIANTS = {
 RECORDED: dict[str, dict] = {}
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
-def test_variant_generates_on_every_task(variant, tmp_path_factory):
+# these two are the arms of the session's shared A/B (conftest.mtp_prefix_run), read here
+SHARED = {"bf16": "baseline", "mtp_prefix": "candidate"}
+
+
+def _arm(variant: str, tmp_path_factory, mtp_prefix_run) -> tuple[ArmLayout, int]:
+    """The variant's arm directory and its item count per task."""
+    if variant in SHARED:
+        _, run_dir = mtp_prefix_run
+        return ArmLayout(run_dir / "arms" / SHARED[variant]), SHARED_LIMIT
     model, engine = VARIANTS[variant]
     assert model.is_dir(), f"{model} is missing: run `nox -s build_model`"
     spec = ArmSpec(arm=variant, model=str(model), engine={**ENGINE, **engine}, env=CPU_ENV,
                    tasks=TASKS, limit=LIMIT, num_fewshot=0, seed=1234,
                    include_paths=(str(REPO / "tasks"),),
                    output_dir=str(tmp_path_factory.mktemp(variant))).with_fingerprint()
-    layout = run_arm(spec)
+    return run_arm(spec), LIMIT
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_variant_generates_on_every_task(variant, tmp_path_factory, mtp_prefix_run):
+    model, engine = VARIANTS[variant]
+    layout, limit = _arm(variant, tmp_path_factory, mtp_prefix_run)
     samples = read_output_dir(layout.lm_eval_dir, list(TASKS))
     manifest = layout.read_manifest()
+    assert manifest["model"] == str(model)
+    assert {k: manifest["requested_engine_args"].get(k) for k in engine} == engine
     by_task = {t: [r for r in samples.records if r.task == t] for t in TASKS}
     for task, records in by_task.items():
-        assert len(records) == LIMIT, task
+        assert len(records) == limit, task
     generated = [r.response for t in TASKS if t != "tiny_reviews_mc" for r in by_task[t]]
     assert sum(bool(text.strip()) for text in generated) >= 0.9 * len(generated)
     assert manifest["generation"]["generated_tokens"] > 0

@@ -1,0 +1,143 @@
+"""The run stage, parent side: the arms' specs from a config, results reused from the run
+store, each arm run through the runner (evals.runner.launch.run_arm), and the parent's
+answers to a sequential candidate's "stop now?" (`Looks`). What comes out is each arm's
+layout on disk and its manifest; pairing and analysis come after.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import replace
+from pathlib import Path
+
+from evals.arm_spec import ArmSpec, package_versions
+from evals.config import DEFAULT_TASKS_DIR, ABConfig
+from evals.early_stop import SequentialSummary, look_alpha, sequential_for_task
+from evals.errors import UserError
+from evals.paths import ARMS
+from evals.metric_scale import pair_normalised
+from evals.records import SPEED_RECORD
+from evals.reuse import reuse_finished_tasks
+from evals.runner.asks import Answerer
+from evals.runner.launch import run_arm
+from evals.runner.layout import ArmLayout
+from evals.samples import read_output_dir
+from evals.schedule import item_order
+
+RERUN = "baseline_rerun"  # the baseline's second run, for the A/A noise floor
+
+
+def run_id_for(config: ABConfig) -> str:
+    blob = config.model_dump_json(exclude={"source", "description"}).encode()
+    return f"{config.name}-{hashlib.sha256(blob).hexdigest()[:8]}"
+
+
+def arm_specs(config: ABConfig, run_dir: Path) -> dict[str, ArmSpec]:
+    include = [str(DEFAULT_TASKS_DIR)] + ([config.include_path] if config.include_path else [])
+    versions = package_versions()
+    specs = {}
+    for name in ARMS:
+        arm = config.arm(name)
+        specs[name] = ArmSpec(
+            arm=name, model=config.arm_model(name), engine=dict(arm.engine), env=dict(arm.env),
+            tasks=tuple(t.name for t in config.tasks), limit=config.limit,
+            num_fewshot=config.num_fewshot, seed=config.seed, include_paths=tuple(include),
+            output_dir=str(run_dir / "arms" / name), versions=versions, mode=arm.mode,
+            serving={"concurrency": arm.concurrency, "base_url": arm.base_url,
+                     "api_key_env": arm.api_key_env,
+                     "served_model_name": arm.served_model_name},
+            cache_stress=arm.cache_stress, lora_adapter=arm.lora_adapter,
+            structured_output=arm.structured_output,
+            faults=tuple(f.model_dump() for f in arm.faults)).with_fingerprint()
+    if config.sequential:
+        chunk = config.sequential.chunk
+        specs["baseline"] = replace(specs["baseline"], sequential={"chunk": chunk})
+        specs["candidate"] = replace(specs["candidate"], sequential={
+            "chunk": chunk, "look": True, "stop_rule": [
+                sequential_alpha(config), config.gate.margin,
+                {t.name: [t.metric, t.filter] for t in config.tasks}]})
+    if config.noise_floor:
+        specs[RERUN] = replace(specs["baseline"], arm=RERUN,
+                               output_dir=str(run_dir / "arms" / RERUN))
+    return specs
+
+
+def sequential_alpha(config: ABConfig) -> float:
+    return look_alpha(config.gate.alpha, sum(1 for t in config.tasks if t.gate))
+
+
+class Looks:
+    """The parent's answers to a sequential candidate's "stop now?" (evals.runner.asks):
+    after each chunk, the items so far paired with the baseline's and the sequential test
+    (evals.early_stop). Each task's last look is kept for the analysis, which so
+    does not compute it again."""
+
+    def __init__(self, config: ABConfig, baseline_dir: Path, candidate_dir: Path):
+        self.config, self.baseline_dir, self.candidate_dir = config, baseline_dir, candidate_dir
+        self.last: dict[str, SequentialSummary] = {}
+
+    def __call__(self, question: dict) -> dict:
+        if question["kind"] != "look":
+            return {"go": True}
+        task, n_items = question["task"], int(question["n_items"])
+        spec = next(t for t in self.config.tasks if t.name == task)
+        paired = pair_normalised(spec, read_output_dir(self.baseline_dir, [task]),
+                       read_output_dir(self.candidate_dir, [task]), spec.filter,
+                       str(self.candidate_dir), baseline_superset=True)
+        try:
+            summary = sequential_for_task(
+                paired, item_order(n_items, self.config.seed, task),
+                chunk=self.config.sequential.chunk, alpha=sequential_alpha(self.config),
+                margin=self.config.gate.margin, n_items=n_items)
+        except ValueError as exc:  # e.g. a metric that is not 0/1
+            return {"error": str(exc)}
+        self.last[task] = summary
+        return {"stop": summary.stopped_early, "decision": summary.decision,
+                "items_used": summary.items_used}
+
+
+def reuse_from_store(specs: dict[str, ArmSpec], store, echo) -> dict[str, dict[str, str]]:
+    """Copies every task result the run store holds under the same content key into the
+    arms' directories (evals.reuse); a broken store is a warning, never a failure."""
+    reused: dict[str, dict[str, str]] = {}
+    for name, spec in specs.items():
+        try:
+            found = reuse_finished_tasks(spec, store.find_task_result)
+        except UserError as exc:
+            echo(f"warning: stored results not reused: {exc}")
+            return reused
+        if found:
+            reused[name] = found
+            for task, source in found.items():
+                echo(f"[evals] {name}: {task} reused from {source} (same content key)")
+    return reused
+
+
+def run_arms(config: ABConfig, specs: dict[str, ArmSpec], echo,
+             answers: dict[str, Answerer] | None = None,
+             audit=None) -> tuple[dict, dict]:
+    """Each arm in turn. The first arm's worker asks for a go before its first item (the
+    audit runs while its engine starts); a stop is raised once that worker has exited,
+    before any other arm starts."""
+    layouts = {}
+    for name in specs:
+        answer = (answers or {}).get(name)
+        if audit is not None and not layouts:
+            answer = audit.answerer(answer)
+        try:
+            layouts[name] = run_arm(specs[name], echo=echo, answer=answer)
+        except UserError as exc:
+            raise UserError(f"{config.source}: {exc}") from None
+        if audit is not None and len(layouts) == 1:
+            audit.join()  # a stop raises here, before any other arm starts
+    manifests = {name: layouts[name].read_manifest() for name in specs}
+    for name in specs:
+        manifests[name]["tasks"] = {t: layouts[name].task_record(t) for t in specs[name].tasks}
+    return layouts, manifests
+
+
+def speed_records(layouts: dict[str, ArmLayout], specs: dict[str, ArmSpec]) -> dict:
+    return {name: {t: SPEED_RECORD.read(layouts[name].speed_file(t))
+                   for t in specs[name].tasks if layouts[name].speed_file(t).exists()}
+            for name in layouts}
+

@@ -1,0 +1,176 @@
+"""Preflight: everything checked before an arm's engine runs an item. Bad input here is a
+UserError (exit 2) naming the config file.
+
+- `check_inputs`: local model folders exist, canary faults can be injected into this vLLM,
+  every task name resolves (before any subprocess starts);
+- `check_arms_differ`: the arms are not identical (unless an A/A check says so) - and after
+  the run, `check_effective_configs`: vLLM did not swallow the requested difference;
+- `doctor_checks`: the model doctor (evals.doctor);
+- `config_audit` / `AuditWhileStarting`: both arms' effective engine configs, resolved
+  without an engine (evals.runner.config_resolver), compared by evals.audit while the
+  first arm's engine starts; its worker gets its go only once the audit passed.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from evals.arm_spec import ArmSpec
+from evals.audit import audit_resolved
+from evals.config import DEFAULT_TASKS_DIR, ABConfig, check_local_models
+from evals.doctor import diagnose_config
+from evals.errors import UserError
+from evals.faults.catalog import check_vllm_version, installed_vllm
+from evals.paths import ARMS
+from evals.runner.asks import Answerer
+from evals.runner.config_resolver import recorded_arms, resolve_arms
+from evals.runner.launch import arm_is_complete
+from evals.runner.layout import ArmLayout
+from evals.runner.task_index import unknown_tasks
+
+
+def check_inputs(config: ABConfig) -> None:
+    """What needs no engine and no vLLM import: model folders, fault support, task names."""
+    check_local_models(config)
+    check_fault_support(config)
+    check_task_names(config)
+
+
+def check_task_names(config: ABConfig) -> None:
+    """Every task name resolves (bundled tasks, the include path, lm-eval's index) before
+    any subprocess starts."""
+    include = [str(DEFAULT_TASKS_DIR)] + ([config.include_path] if config.include_path else [])
+    unknown = unknown_tasks([t.name for t in config.tasks], include)
+    if unknown:
+        name, close = unknown[0]
+        hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+        raise UserError(f"{config.source}: lm-eval knows no task named {name!r} (searched "
+                        f"lm-eval's tasks and {', '.join(include)}){hint}")
+
+
+def check_fault_support(config: ABConfig) -> None:
+    """Canary faults patch vLLM internals: refuse, before any engine starts, a vLLM version
+    they were not written for."""
+    if not any(config.arm(name).faults for name in ARMS):
+        return
+    problem = check_vllm_version(installed_vllm())
+    if problem:
+        raise UserError(f"{config.source}: faults cannot be injected: {problem}.")
+
+
+def _arm_identity(spec: ArmSpec) -> tuple:
+    return (spec.model_hash, spec.adapter_hash, spec.mode, json.dumps(spec.faults, sort_keys=True),
+            json.dumps(spec.structured_output, sort_keys=True),
+            json.dumps(spec.engine, sort_keys=True), json.dumps(spec.env, sort_keys=True))
+
+
+def check_arms_differ(config: ABConfig, specs: dict[str, ArmSpec]) -> None:
+    same = _arm_identity(specs["baseline"]) == _arm_identity(specs["candidate"])
+    if same and not config.expect_identical_arms:
+        raise UserError(f"{config.source}: arms.baseline and arms.candidate are identical (same "
+                        "model, adapter, mode, faults, engine and env); set `expect_identical_arms: "
+                        "true` for an A/A check, or change the candidate.")
+    if not same and config.expect_identical_arms:
+        raise UserError(f"{config.source}: `expect_identical_arms: true`, but the arms differ "
+                        "in model, engine or env.")
+
+
+def check_effective_configs(config: ABConfig, manifests: dict[str, dict]) -> None:
+    effective = [manifests[a].get("effective_engine_config") for a in ARMS]
+    models = [manifests[a].get("model_hash") for a in ARMS]
+    if config.expect_identical_arms or None in effective or \
+            config.arm("baseline").engine == config.arm("candidate").engine:
+        return  # only a requested engine difference can be swallowed by vLLM
+    if effective[0] == effective[1] and models[0] == models[1] and \
+            config.arms.baseline.env == config.arms.candidate.env:
+        raise UserError(f"{config.source}: the arms ask for different engine arguments, but vLLM "
+                        "ran both with identical effective configs (it ignored or defaulted the "
+                        "difference); the comparison would test nothing.")
+
+
+def doctor_checks(config: ABConfig, echo=print) -> dict:
+    """Before any arm starts: the model doctor. It stops the run with a UserError on errors;
+    what it found goes into the summary."""
+    report = diagnose_config(config)
+    for line in report.lines():
+        echo(line)
+    report.check()
+    return {"doctor": report.to_dict(), "warnings": report.warning_lines()}
+
+
+@dataclass(frozen=True)
+class AuditOutcome:
+    """What a passed config audit hands on: its record for the summary, its warnings, and
+    each arm's effective engine config as resolved (a server arm's only record of it)."""
+
+    audit: dict
+    warnings: tuple[str, ...]
+    resolved: dict
+
+
+def config_audit(config: ABConfig, specs: dict[str, ArmSpec], *,
+                 allow_undeclared: bool = False, echo=print) -> AuditOutcome:
+    """Both arms' effective engine configs, resolved without an engine, compared; a stop is
+    a UserError."""
+    recorded = None
+    if all(arm_is_complete(specs[arm]) for arm in ARMS):  # e.g. both arms reused
+        recorded = recorded_arms({arm: ArmLayout(Path(specs[arm].output_dir)).read_manifest()
+                                  for arm in ARMS})
+    resolved = recorded or resolve_arms({arm: specs[arm] for arm in ARMS})
+    audit = audit_resolved(config, resolved, allow_undeclared=allow_undeclared)
+    echo(audit.message())
+    audit.check()
+    return AuditOutcome(audit=audit.to_dict(), warnings=tuple(audit.warning_lines()),
+                        resolved={arm: r.effective for arm, r in resolved.items()})
+
+
+def with_resolved_configs(manifests: dict[str, dict], resolved: dict) -> dict[str, dict]:
+    """The arms' manifests; a server arm (its worker cannot see `vllm serve`'s config) gets
+    the effective config the audit resolved, as `vllm serve` resolves it."""
+    out = {}
+    for name, manifest in manifests.items():
+        if manifest.get("effective_engine_config") is None and resolved.get(name) is not None:
+            manifest = {**manifest, "effective_engine_config": resolved[name],
+                        "effective_engine_config_source": "resolved before the run"}
+        out[name] = manifest
+    return out
+
+
+class AuditWhileStarting:
+    """The config audit in a thread while the first arm's engine starts: that arm's worker
+    asks for a go before its first item (evals.runner.asks) and gets it only once the audit
+    passed, so nothing is measured before it did, but its ~10 s of resolving overlap the
+    engine start."""
+
+    def __init__(self, job):
+        self.error: BaseException | None = None
+        self.result: AuditOutcome | None = None
+        self._thread = threading.Thread(target=self._run, args=(job,), daemon=True)
+        self._thread.start()
+
+    def _run(self, job) -> None:
+        try:
+            self.result = job()
+        except BaseException as exc:  # raised in the main thread by join()
+            self.error = exc
+
+    def answerer(self, other: Answerer | None) -> Answerer:
+        """Answers "go" when the audit has finished; passes other questions on."""
+        def answer(question: dict) -> dict:
+            if question["kind"] == "go":
+                self._thread.join()
+                return {"go": self.error is None}
+            return other(question) if other else {}
+        return answer
+
+    def join(self) -> AuditOutcome:
+        """The audit's outcome once it finished; its stop (a UserError) is raised here."""
+        self._thread.join()
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
+
