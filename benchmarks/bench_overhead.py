@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from evals.config import load_config  # noqa: E402
+from evals.plan.config import load_config  # noqa: E402
 
 
 def model_args(model: str, engine: dict, seed: int) -> str:

@@ -3,7 +3,7 @@
     /work/venv/bin/python benchmarks/bench_store.py [--runs 500] [--items 10000] [--tasks 10]
 
 Every run is written by the suite's own writers (`tests/synthetic_runs.py`: summary.json
-from the recorded real run, paired_items.jsonl by `evals.run_record.write_run`) and
+from the recorded real run, paired_items.jsonl by `evals.record.run_record.write_run`) and
 recorded by `RunStore.record_run`, the real path. Then it measures, each as the median of
 --repeats with a fresh store object (so the SQLite connection is opened every time):
 

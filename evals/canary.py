@@ -23,14 +23,14 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from evals import stats
-from evals.records import CANARY
-from evals.arms import run_id_for
+from evals.record.records import CANARY
+from evals.run.arms import run_id_for
 from evals.comparison import DEFAULT_REPORTS, run_ab
-from evals.config import ABConfig, ArmConfig, Arms
+from evals.plan.config import ABConfig, ArmConfig, Arms
 from evals.errors import ExitCode, UserError
-from evals.exercise import FP8_KV_CACHE, PREFIX_CACHING, SPEC_DECODE, declared_optimizations
+from evals.analyse.exercise import FP8_KV_CACHE, PREFIX_CACHING, SPEC_DECODE, declared_optimizations
 from evals.faults.catalog import FAULTS
-from evals.run_record import read_summary
+from evals.record.run_record import read_summary
 from evals.report.terminal_table import aligned
 
 TARGET_POWER = 0.8

@@ -196,7 +196,7 @@ def _print_runs(store, entries) -> None:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    from evals.config import GateConfig, load_config
+    from evals.plan.config import GateConfig, load_config
 
     if args.command == "ab":
         from evals.comparison import DEFAULT_REPORTS, run_ab
@@ -249,14 +249,14 @@ def _dispatch(args: argparse.Namespace) -> int:
             print(f"{kind}: {path}")
         return 0
     if args.command == "plan":
-        from evals.sample_size import plan
+        from evals.plan.sample_size import plan
 
         for line in plan(discordance=args.discordance, alpha=args.alpha, power=args.power,
                          drop=args.drop, margin=args.margin, items=args.items):
             print(line)
         return 0
     if args.command == "doctor":
-        from evals.doctor import diagnose_path
+        from evals.preflight.doctor import diagnose_path
 
         report = diagnose_path(args.target)
         for line in report.lines():

@@ -6,7 +6,7 @@ out"): plan -> preflight -> run -> pair -> analyse -> decide -> record -> report
 - `run_compare`: two existing lm-eval `--log_samples` directories; no run stage.
 
 All three end in `finish`: pair the items, analyse each task, decide (the statistical gate,
-then the gate list of evals.gates), record (summary.json, paired_items.jsonl) and report.
+then the gate list of evals.decide.gates), record (summary.json, paired_items.jsonl) and report.
 The run store records the run last (`record_in_store`).
 """
 
@@ -19,33 +19,33 @@ from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
-from evals.analysis import TaskAnalysis, analyse_task, noise_floor, task_rng
-from evals.arms import (RERUN, Looks, arm_specs, reuse_from_store, run_arms, run_id_for,
+from evals.analyse.analysis import TaskAnalysis, analyse_task, noise_floor, task_rng
+from evals.run.arms import (RERUN, Looks, arm_specs, reuse_from_store, run_arms, run_id_for,
                         sequential_alpha, speed_records)
-from evals.cache_stress import WARM_SUFFIX, WarmColdCheck, describe, warm_vs_cold
-from evals.clusters import cluster_ids
-from evals.config import ABConfig, GateConfig, TaskSpec
-from evals.drift import KIND as DRIFT_KIND
-from evals.drift import (apply_chart, chart_tasks, deployment_name, drift_run_id,
+from evals.analyse.cache_stress import WARM_SUFFIX, WarmColdCheck, describe, warm_vs_cold
+from evals.pair.clusters import cluster_ids
+from evals.plan.config import ABConfig, GateConfig, TaskSpec
+from evals.decide.drift import KIND as DRIFT_KIND
+from evals.decide.drift import (apply_chart, chart_tasks, deployment_name, drift_run_id,
                          golden_arm_dir, history_points, summary_extras)
-from evals.early_stop import first_items, sequential_for_task
+from evals.analyse.early_stop import first_items, sequential_for_task
 from evals.errors import ExitCode, UserError
-from evals.exercise import ExerciseReport, apply_exercise_gate, assess, declared_optimizations
-from evals.gates import Gate, run_gates
-from evals.metric_scale import pair_normalised
-from evals.pairing import PairedTask, pair_task
+from evals.analyse.exercise import ExerciseReport, apply_exercise_gate, assess, declared_optimizations
+from evals.decide.gates import Gate, run_gates
+from evals.pair.metric_scale import pair_normalised
+from evals.pair.pairing import PairedTask, pair_task
 from evals.paths import ARMS, REPORTS_DIR
-from evals.preflight import (AuditWhileStarting, check_arms_differ, check_effective_configs,
+from evals.preflight.checks import (AuditWhileStarting, check_arms_differ, check_effective_configs,
                              check_inputs, config_audit, doctor_checks, with_resolved_configs)
 from evals.report.terminal_table import render_table
-from evals.run_record import build_summary, open_store, record_in_store, write_run
+from evals.record.run_record import build_summary, open_store, record_in_store, write_run
 from evals.runner.layout import ArmLayout
-from evals.samples import ArmSamples, read_output_dir
-from evals.schedule import item_order
-from evals.speed import compare_speed
-from evals.task_warnings import task_warnings
+from evals.pair.samples import ArmSamples, read_output_dir
+from evals.plan.schedule import item_order
+from evals.analyse.speed import compare_speed
+from evals.analyse.task_warnings import task_warnings
 from evals.text_hygiene import visible
-from evals.verdict import apply_speed_gate, decide
+from evals.decide.verdict import apply_speed_gate, decide
 
 WARM = "_warm"  # samples[<arm>_warm]: a cache-stress arm's warm pass
 DEFAULT_REPORTS = REPORTS_DIR
@@ -139,7 +139,7 @@ def run_ab(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, fresh: bool = 
 
 def run_drift(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, echo=print,
               store_root: Path | None = None, run_id: str | None = None) -> tuple[ExitCode, Path]:
-    """Reruns the deployment arm and compares it with the golden run (see evals.drift)."""
+    """Reruns the deployment arm and compares it with the golden run (see evals.decide.drift)."""
     # plan and preflight
     check_inputs(config)
     store = open_store(reports_dir, store_root)
@@ -351,7 +351,7 @@ def _pair_and_analyse(run_dir: Path, tasks: list[TaskSpec], gate: GateConfig, se
 
 def _decide(analyses: list[TaskAnalysis], gate: GateConfig, seed: int,
             manifests: dict[str, dict], evidence: RunEvidence, run_dir: Path):
-    """The statistical gate, then the gate list (evals.gates). Returns the verdict, the
+    """The statistical gate, then the gate list (evals.decide.gates). Returns the verdict, the
     steps and what the gates add to the summary (`speed`, `drift`)."""
     gates: list[Gate] = []
     extras: dict = {}

@@ -17,9 +17,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from evals.arm_spec import ArmSpec, package_versions  # noqa: E402
+from evals.plan.arm_spec import ArmSpec, package_versions  # noqa: E402
 from evals.runner.launch import run_arm  # noqa: E402
-from evals.samples import read_output_dir  # noqa: E402
+from evals.pair.samples import read_output_dir  # noqa: E402
 
 MODELS = ROOT / "models"
 BASE = MODELS / "tiny-reviews"

@@ -3,7 +3,7 @@
 summary.json starts from the recorded real run (tests/fixtures/run_w4a16: its arms with
 effective engine configs, versions, model hashes and timings, and its config); the run
 id, date, tasks and verdict are replaced. paired_items.jsonl is written by
-`evals.run_record.write_run` from `PairedTask`s, exactly as a real run writes it.
+`evals.record.run_record.write_run` from `PairedTask`s, exactly as a real run writes it.
 Used by the store and trend tests and by benchmarks/bench_store.py.
 """
 
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from evals.pairing import PairedTask
-from evals.run_record import read_summary, write_run
-from evals.samples import SampleRecord
+from evals.pair.pairing import PairedTask
+from evals.record.run_record import read_summary, write_run
+from evals.pair.samples import SampleRecord
 from evals.stats import tango_score_interval
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "run_w4a16"

@@ -1,5 +1,5 @@
 """The Exercise section: did each optimization the candidate declares actually engage?
-Built from `summary["exercise"]` (evals.exercise); runs without it show nothing."""
+Built from `summary["exercise"]` (evals.analyse.exercise); runs without it show nothing."""
 
 from __future__ import annotations
 

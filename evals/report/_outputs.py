@@ -10,7 +10,7 @@ from evals.report._markdown import render_markdown
 from evals.report._page import build_page
 from evals.atomic_files import write_text_atomic
 from evals.errors import UserError
-from evals.run_record import ITEMS_FILE, SUMMARY_FILE, read_paired_items, read_summary
+from evals.record.run_record import ITEMS_FILE, SUMMARY_FILE, read_paired_items, read_summary
 
 HTML_FILE = "report.html"
 MARKDOWN_FILE = "summary.md"

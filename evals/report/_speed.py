@@ -1,6 +1,6 @@
 """Speed beside accuracy: the view-model of the banner's speed line and the speed section.
 
-A/B runs store `summary["speed"]` (evals.speed: per-request latencies and the TPOT
+A/B runs store `summary["speed"]` (evals.analyse.speed: per-request latencies and the TPOT
 speedup with its interval). Runs without it (compare runs, old summaries) fall back to
 the throughput measured from the arms' per-task wall times, or to "not measured".
 """

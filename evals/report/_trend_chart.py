@@ -3,7 +3,7 @@ the task, exactly that gate's EWMA line, lower control limit and alarms. Geometr
 user units, computed here; the template only places the shapes. The y axis is in
 percentage points, the x axis is run order.
 
-Nothing is recomputed here. The drift gate (evals.drift.chart_tasks) stores its chart in
+Nothing is recomputed here. The drift gate (evals.decide.drift.chart_tasks) stores its chart in
 each drift run's summary - lambda, L, target, sigma per run, the EWMA, the limit and the
 alarms - and the page draws the newest drift run's chart, so the page and the gate cannot
 disagree. Runs of other kinds (A/B runs of the deployment, comparisons) are drawn as

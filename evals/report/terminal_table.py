@@ -59,7 +59,7 @@ def _share(x) -> str:
 
 
 def _exercise_lines(exercise: dict | None) -> list[str]:
-    """What vLLM reports each arm did per task (evals.exercise)."""
+    """What vLLM reports each arm did per task (evals.analyse.exercise)."""
     if not exercise or not exercise.get("tasks"):
         return []
     lines = ["", "EXERCISED (what vLLM reports it did; declared by the candidate: "

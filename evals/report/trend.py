@@ -18,9 +18,9 @@ from urllib.parse import quote
 
 from markupsafe import Markup
 
-from evals.drift import KIND as DRIFT_KIND
+from evals.decide.drift import KIND as DRIFT_KIND
 from evals.errors import UserError
-from evals.records import DRIFT_CHART
+from evals.record.records import DRIFT_CHART
 from evals.report._html import PACKAGE_DIR, _csp_hash, environment
 from evals.report._outputs import _write_atomic
 from evals.report._summary_rows import verdict_class
@@ -83,7 +83,7 @@ def _run_row(entry: RunEntry, out_dir: Path) -> RunRow:
 
 def gate_charts(store: RunStore, deployment: str) -> tuple[str | None, dict[str, dict]]:
     """The newest drift run of the deployment that stored control charts, and its charts
-    per task (evals.drift.chart_tasks), or (None, {})."""
+    per task (evals.decide.drift.chart_tasks), or (None, {})."""
     for entry in store.list_runs(limit=None, deployment=deployment):  # newest first
         if entry.kind != DRIFT_KIND:
             continue

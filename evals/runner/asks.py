@@ -2,9 +2,10 @@
 
 The runner decides nothing about results: before its first item the worker asks whether
 to go (the config audit may still be running), and after each chunk of a sequential run it
-asks whether to stop. The parent owns those decisions (evals.preflight, evals.arms). A question is one
-stdout line, `[evals-ask] {json}`, which the launcher reads anyway; the answer is a JSON file
-the launcher writes into the arm's `asks/` folder, which the worker waits for. A worker
+asks whether to stop. The parent owns those decisions (evals.preflight.checks,
+evals.run.arms). A question is one stdout line, `[evals-ask] {json}`, which the launcher
+reads anyway; the answer is a JSON file the launcher writes into the arm's `asks/` folder,
+which the worker waits for. A worker
 started without an answerer (no `EVALS_ASK_DIR`) asks nothing: it goes, and never stops
 early.
 """

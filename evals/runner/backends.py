@@ -20,7 +20,7 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 
-from evals.arm_spec import ArmSpec
+from evals.plan.arm_spec import ArmSpec
 from evals.runner.effective_config import effective_engine_config
 from evals.runner.layout import ArmLayout
 

@@ -25,7 +25,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from evals.arm_spec import ArmSpec
+from evals.plan.arm_spec import ArmSpec
 from evals.runner.effective_config import flatten_vllm_config
 from evals.paths import REPO_ROOT
 from evals.runner.launch import stop_process_group, worker_env

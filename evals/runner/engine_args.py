@@ -12,7 +12,7 @@ import contextlib
 import io
 import json
 
-from evals.config import ABConfig
+from evals.plan.config import ABConfig
 from evals.errors import UserError
 
 

@@ -16,7 +16,7 @@ import sys
 from collections import deque
 from pathlib import Path
 
-from evals.arm_spec import ArmSpec
+from evals.plan.arm_spec import ArmSpec
 from evals.errors import RunFailed, UserError
 from evals.paths import REPO_ROOT
 from evals.faults.catalog import ENV_VAR as FAULTS_ENV

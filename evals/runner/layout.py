@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from evals.errors import UserError
-from evals.records import ARM_MANIFEST, CHUNK_MARKER, FAULT_TALLY, TASK_MARKER
+from evals.record.records import ARM_MANIFEST, CHUNK_MARKER, FAULT_TALLY, TASK_MARKER
 
 
 class ArmLayout:

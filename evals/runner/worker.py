@@ -18,8 +18,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from evals.arm_spec import ArmSpec
-from evals.records import SPEED_RECORD
+from evals.plan.arm_spec import ArmSpec
+from evals.record.records import SPEED_RECORD
 from evals.runner.backends import open_backend
 from evals.runner.asks import ask
 from evals.runner.launch import BAD_INPUT_PREFIX
@@ -28,8 +28,8 @@ from evals.runner.config_resolver import engine_arg_names
 from evals.runner.layout import ArmLayout
 from evals.runner.server import ServerFailed
 from evals.runner.task_index import local_task_names
-from evals.samples import samples_files
-from evals.schedule import chunks, item_order
+from evals.pair.samples import samples_files
+from evals.plan.schedule import chunks, item_order
 
 
 def say(spec: ArmSpec, message: str) -> None:
@@ -89,7 +89,7 @@ def _task_size(manager, task: str, limit: int | None) -> int:
 
 def _run_chunked(spec: ArmSpec, layout: ArmLayout, lm, manager, task: str) -> dict:
     """Runs a task's items in the seeded order, chunk by chunk; the candidate asks the parent
-    after each chunk whether the sequential test has decided (evals.early_stop), and
+    after each chunk whether the sequential test has decided (evals.analyse.early_stop), and
     stops when it has."""
     seq = spec.sequential
     n_items = _task_size(manager, task, spec.limit)

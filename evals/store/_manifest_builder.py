@@ -1,7 +1,7 @@
 """Building a run's manifest from its summary and paired items (the record path).
 
 Kept apart from reading manifests so that listing the store does not import scipy or
-the analysis modules behind `evals.run_record`.
+the analysis modules behind `evals.record.run_record`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from evals.run_record import ITEMS_FILE as SOURCE_ITEMS_FILE
+from evals.record.run_record import ITEMS_FILE as SOURCE_ITEMS_FILE
 from evals.store._layout import ITEMS_FILE
 from evals.store._manifest import MANIFEST_SCHEMA_VERSION
 

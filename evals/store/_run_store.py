@@ -1,7 +1,7 @@
 """RunStore: record finished run directories, list them, pin golden runs, chart their deltas.
 
 Data flows one way: the store reads a run directory's records (summary.json,
-paired_items.jsonl) through `evals.run_record` and never touches the arms or engines.
+paired_items.jsonl) through `evals.record.run_record` and never touches the arms or engines.
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ class RunStore:
         """
         # the record path needs scipy and the analysis records; listing should not pay for
         # importing them
-        from evals.run_record import SUMMARY_FILE, read_paired_items, read_summary
+        from evals.record.run_record import SUMMARY_FILE, read_paired_items, read_summary
         from evals.store._manifest_builder import build_manifest
 
         run_dir = Path(run_dir).resolve()

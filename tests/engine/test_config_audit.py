@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from engine_helpers import ENGINE, LIMIT, MODEL, REPO, save_artifact
-from evals.audit import arm_inputs, audit_resolved, run_audit
-from evals.config import load_config
+from evals.preflight.audit import arm_inputs, audit_resolved, run_audit
+from evals.plan.config import load_config
 from evals.runner.config_resolver import resolve_arms
 
 CPU_CONFIGS = sorted(p.stem for p in (REPO / "configs" / "cpu").glob("*.yaml") if p.stem != "base")

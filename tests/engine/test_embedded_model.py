@@ -14,10 +14,10 @@ import pytest
 from engine_helpers import CPU_ENV, ENGINE, MODEL, REPO, save_artifact
 from engine_helpers import LIMIT as SHARED_LIMIT
 
-from evals.arm_spec import ArmSpec
+from evals.plan.arm_spec import ArmSpec
 from evals.runner.launch import run_arm
 from evals.runner.layout import ArmLayout
-from evals.samples import read_output_dir
+from evals.pair.samples import read_output_dir
 
 TASKS = ("tiny_reviews_gen", "tiny_reviews_shared_prefix", "tiny_reviews_mc", "tiny_addition")
 LIMIT = 24

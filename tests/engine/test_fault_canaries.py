@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from engine_helpers import ENGINE, REPO, run_cli, save_artifact, write_config
 
-from evals.records import CANARY
+from evals.record.records import CANARY
 
 # enforce_eager: these tests check accuracy faults, not compilation (a quicker engine start)
 EAGER = {**ENGINE, "enforce_eager": True, "block_size": 32}

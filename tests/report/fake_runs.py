@@ -11,8 +11,8 @@ import hashlib
 from pathlib import Path
 
 from evals.comparison import finish
-from evals.config import GateConfig, TaskSpec
-from evals.samples import ArmSamples, SampleRecord
+from evals.plan.config import GateConfig, TaskSpec
+from evals.pair.samples import ArmSamples, SampleRecord
 
 XSS_RESPONSE = "<script>window.__pwned=1</script><b>bold</b> **md**"
 XSS_PROMPT = 'Question: <img src=x onerror="window.__pwned=2"> What is 6 * 7?\nAnswer:'

@@ -9,7 +9,7 @@ import pytest
 from fake_runs import ODD_TASK
 
 from evals.report._junit import render_junit
-from evals.run_record import read_summary
+from evals.record.run_record import read_summary
 
 SCHEMA = Path(__file__).parent / "schemas" / "junit-10.xsd"
 

@@ -12,7 +12,7 @@ import pytest
 from markupsafe import escape
 
 from evals.report import write_reports
-from evals.run_record import read_summary
+from evals.record.run_record import read_summary
 
 RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "run_w4a16"
 

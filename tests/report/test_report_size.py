@@ -10,7 +10,7 @@ from evals.report import write_reports
 from evals.report._flipped_items import ITEM_BYTES_BUDGET, flipped_items
 from evals.report._html import render_html
 from evals.report._page import build_page
-from evals.run_record import read_summary
+from evals.record.run_record import read_summary
 
 LIMIT = 5 * 1024 * 1024
 

@@ -13,7 +13,7 @@ from evals.report._flipped_items import (PROMPT_TAIL_CHARS, RESPONSE_CHARS, BETT
 from evals.report._forest_plot import forest_plot
 from evals.report._speed import speed_change, speed_section
 from evals.report._text_diff import diff_segments
-from evals.run_record import read_summary
+from evals.record.run_record import read_summary
 
 
 def _changed(segments) -> list[str]:

@@ -108,14 +108,14 @@ DRIFT_FROM = 5  # weeks 5.. lose 25 more of 2,000 items each (about 1.7 sigma)
 @pytest.fixture(scope="module")
 def drift_store(tmp_path_factory):
     """Weekly drift runs of one deployment made as `run_drift` makes them: pair, analyse,
-    decide, then the EWMA gate over the earlier drift runs in the store (evals.drift), its
+    decide, then the EWMA gate over the earlier drift runs in the store (evals.decide.drift), its
     chart stored in the summary and the run recorded. An A/B run of the deployment is
     recorded too; it is not part of the drift series."""
     from synthetic_runs import paired_task
 
-    from evals.analysis import analyse_task
-    from evals.drift import apply_chart, chart_tasks, history_points, summary_extras
-    from evals.verdict import decide
+    from evals.analyse.analysis import analyse_task
+    from evals.decide.drift import apply_chart, chart_tasks, history_points, summary_extras
+    from evals.decide.verdict import decide
 
     root = tmp_path_factory.mktemp("drift-trend")
     store = RunStore(root / "store")

@@ -11,10 +11,10 @@ import pytest
 from scipy import stats as sps
 from statsmodels.stats.contingency_tables import StratifiedTable
 
-from evals.analysis import analyse_task
-from evals.pairing import PairedTask
+from evals.analyse.analysis import analyse_task
+from evals.pair.pairing import PairedTask
 from evals.stats import FlipCounts, pooled_mcnemar
-from evals.verdict import Verdict, decide
+from evals.decide.verdict import Verdict, decide
 
 
 def _counts(b: int, c: int, n: int = 1000) -> FlipCounts:
@@ -51,8 +51,8 @@ def template():
                    baseline=np.array([1.0, 0, 1, 0]), candidate=np.array([1.0, 0, 1, 0]),
                    baseline_records=(), candidate_records=())
     with pytest.MonkeyPatch.context() as patch:  # no sample records: no label/length analysis
-        patch.setattr("evals.analysis._labels", lambda p: None)
-        patch.setattr("evals.analysis._lengths", lambda p: None)
+        patch.setattr("evals.analyse.analysis._labels", lambda p: None)
+        patch.setattr("evals.analyse.analysis._lengths", lambda p: None)
         return analyse_task(p, gated=True, alpha=0.05, margin=0.03, seed=1, n_resamples=100)
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from evals.audit import OVERRIDE_FLAG, audit_arms
-from evals.config import parse_config
+from evals.preflight.audit import OVERRIDE_FLAG, audit_arms
+from evals.plan.config import parse_config
 from evals.errors import UserError
 
 ENGINE_ARGS = ("dtype", "max_model_len", "max_num_seqs", "enable_prefix_caching",
@@ -219,7 +219,7 @@ def test_mode_is_a_pseudo_argument_and_explains_batch_defaults():
 
 
 def test_endpoint_arms_are_not_resolved_and_start_no_process():
-    from evals.arm_spec import ArmSpec
+    from evals.plan.arm_spec import ArmSpec
     from evals.runner.config_resolver import resolve_arms
 
     spec = ArmSpec(arm="baseline", model="m", engine={}, env={}, tasks=(), limit=None,

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from evals.cache_stress import describe, warm_vs_cold
-from evals.pairing import PairedTask
-from evals.samples import SampleRecord
-from evals.verdict import RunVerdict, Verdict, apply_speed_gate
+from evals.analyse.cache_stress import describe, warm_vs_cold
+from evals.pair.pairing import PairedTask
+from evals.pair.samples import SampleRecord
+from evals.decide.verdict import RunVerdict, Verdict, apply_speed_gate
 
 
 def _record(doc_id: int, prediction: str) -> SampleRecord:

@@ -12,7 +12,7 @@ from reference_power import exact_mcnemar_power
 
 from evals.canary import (default_faults, faulty_config, min_detectable_rate, parse_fault_args,
                           render_canary_table)
-from evals.config import load_config
+from evals.plan.config import load_config
 from evals.errors import UserError
 from evals.report.canary import build_canary_page, render_canary
 

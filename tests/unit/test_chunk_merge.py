@@ -8,7 +8,7 @@ from pathlib import Path
 
 from evals.runner.chunk_merge import merge_chunk_samples
 from evals.runner.layout import ArmLayout
-from evals.samples import read_output_dir
+from evals.pair.samples import read_output_dir
 
 RUN = Path(__file__).resolve().parents[1] / "fixtures" / "lm_eval_run" / "models__tiny-reviews"
 TASK = "tiny_reviews_gen"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from evals.config import load_config
+from evals.plan.config import load_config
 from evals.errors import UserError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -139,7 +139,7 @@ def test_model_fingerprint_sees_changed_weight_values(tmp_path):
     import numpy as np
     from safetensors.numpy import save_file
 
-    from evals.arm_spec import model_fingerprint
+    from evals.plan.arm_spec import model_fingerprint
 
     weights = {"w": np.ones((64, 64), dtype=np.float32)}
     for name in ("a", "b"):
@@ -155,7 +155,7 @@ def test_model_fingerprint_sees_changed_weight_values(tmp_path):
 
 
 def test_hub_ids_are_not_mistaken_for_missing_paths(tmp_path):
-    from evals.config import check_local_models
+    from evals.plan.config import check_local_models
 
     for model in ("gpt2", "Qwen/Qwen2.5-7B-Instruct"):
         config = load_config(write(tmp_path, VALID.format(model=model), f"{model[:4]}.yaml"))

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evals.config import load_config
-from evals.doctor import DoctorReport, diagnose_config, diagnose_model
+from evals.plan.config import load_config
+from evals.preflight.doctor import DoctorReport, diagnose_config, diagnose_model
 from evals.errors import UserError
 
 REPO = Path(__file__).resolve().parents[2]

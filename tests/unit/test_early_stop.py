@@ -7,17 +7,17 @@ import numpy as np
 import pytest
 
 from evals import stats
-from evals.analysis import analyse_task
-from evals.pairing import PairedTask
-from evals.early_stop import (chunks, final_alpha, first_items, item_order, look_alpha,
+from evals.analyse.analysis import analyse_task
+from evals.pair.pairing import PairedTask
+from evals.analyse.early_stop import (chunks, final_alpha, first_items, item_order, look_alpha,
                                    sequential_for_task)
-from evals.verdict import Verdict, decide
+from evals.decide.verdict import Verdict, decide
 
 
 @pytest.fixture(autouse=True)
 def no_records(monkeypatch):
-    monkeypatch.setattr("evals.analysis._labels", lambda p: None)
-    monkeypatch.setattr("evals.analysis._lengths", lambda p: None)
+    monkeypatch.setattr("evals.analyse.analysis._labels", lambda p: None)
+    monkeypatch.setattr("evals.analyse.analysis._lengths", lambda p: None)
 
 
 def _run(task: str, n_items: int, used: int, p_base: float, p_loss: float, p_gain: float,

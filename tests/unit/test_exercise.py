@@ -5,9 +5,9 @@ tests/engine/test_canary.py)."""
 
 from __future__ import annotations
 
-from evals.exercise import (FP8_KV_CACHE, PREFIX_CACHING, SPEC_DECODE, apply_exercise_gate,
+from evals.analyse.exercise import (FP8_KV_CACHE, PREFIX_CACHING, SPEC_DECODE, apply_exercise_gate,
                             assess, declared_optimizations)
-from evals.verdict import RunVerdict, Verdict
+from evals.decide.verdict import RunVerdict, Verdict
 
 MTP = {"method": "mtp", "num_speculative_tokens": 1}
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from evals.arm_spec import ArmSpec
-from evals.config import load_config
+from evals.plan.arm_spec import ArmSpec
+from evals.plan.config import load_config
 from evals.errors import UserError
 from evals.faults.catalog import (ENV_VAR, FAULTS, check_applies, check_vllm_version,
                                   decode_env, encode_env, fault_fires)

@@ -22,12 +22,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evals.analysis import analyse_task
+from evals.analyse.analysis import analyse_task
 from evals.cli import main
 from evals.errors import UserError
-from evals.metric_scale import normalise_metric
-from evals.pairing import pair_task
-from evals.samples import read_output_dir
+from evals.pair.metric_scale import normalise_metric
+from evals.pair.pairing import pair_task
+from evals.pair.samples import read_output_dir
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "lm_eval_run"
 MODEL_DIR = next(FIXTURE.iterdir()).name

@@ -9,9 +9,9 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
-from evals.exercise import ExerciseReport, apply_exercise_gate
-from evals.gates import STATISTICAL, Gate, run_gates
-from evals.verdict import RunVerdict, Verdict
+from evals.analyse.exercise import ExerciseReport, apply_exercise_gate
+from evals.decide.gates import STATISTICAL, Gate, run_gates
+from evals.decide.verdict import RunVerdict, Verdict
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "report"))
 

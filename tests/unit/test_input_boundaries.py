@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from evals.config import load_config
+from evals.plan.config import load_config
 from evals.errors import UserError
 
 REPO = Path(__file__).resolve().parents[2]

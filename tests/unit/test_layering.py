@@ -8,9 +8,10 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "evals"
-DOWNSTREAM_OF_THE_RUNNER = ("evals.pairing", "evals.analysis", "evals.verdict",
-                            "evals.report", "evals.store", "evals.stats", "evals.early_stop",
-                            "evals.comparison", "evals.gates")
+DOWNSTREAM_OF_THE_RUNNER = ("evals.pair.pairing", "evals.pair.metric_scale", "evals.analyse",
+                            "evals.decide", "evals.report", "evals.store", "evals.stats",
+                            "evals.record.run_record", "evals.comparison", "evals.run",
+                            "evals.canary")
 
 
 def _module(path: Path) -> str:
@@ -54,7 +55,7 @@ def test_the_runner_imports_nothing_downstream_of_it():
     bad = {}
     for module in runner:
         for name, via in _closure(module, sources).items():
-            if name.startswith(DOWNSTREAM_OF_THE_RUNNER):
+            if any(name == d or name.startswith(d + ".") for d in DOWNSTREAM_OF_THE_RUNNER):
                 bad[f"{module} -> {name}"] = via
     assert bad == {}
 
@@ -71,3 +72,19 @@ def test_statistics_import_nothing_of_the_suite():
         outside = {n for n in _closure(module, sources) if not n.startswith("evals.stats")
                    and n != "evals"}
         assert outside == set(), module
+
+
+def test_the_readme_layout_names_every_stage_folder_and_module():
+    """README, "How the code is laid out": the folders it names exist, every package of
+    evals/ is in it, and every top-level module is named."""
+    readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## How the code is laid out", 1)[1].split("\n## ", 1)[0]
+    folders = set()
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[1].startswith("`"):
+            folders.update(part.strip("` ").rstrip("/") for part in cells[1].split(","))
+    packages = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+    assert folders == packages
+    modules = {p.name for p in PACKAGE.glob("*.py")} - {"__init__.py", "__main__.py"}
+    assert all(f"`{m}`" in section or f"evals/{m}" in section for m in modules), modules

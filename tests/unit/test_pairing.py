@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from evals.errors import UserError
-from evals.pairing import pair_task
-from evals.samples import read_output_dir
+from evals.pair.pairing import pair_task
+from evals.pair.samples import read_output_dir
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "lm_eval_run"
 

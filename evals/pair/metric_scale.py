@@ -18,8 +18,8 @@ from dataclasses import replace
 import numpy as np
 
 from evals.errors import UserError
-from evals.pairing import PairedTask, pair_task
-from evals.samples import ArmSamples
+from evals.pair.pairing import PairedTask, pair_task
+from evals.pair.samples import ArmSamples
 
 MOSTLY_BINARY = 0.95
 """A task with at least this share of 0/1 values but not all is "mixed", hence an error."""

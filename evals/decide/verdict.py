@@ -13,7 +13,7 @@ Decision rule (documented in the README):
 
 Sequential runs (opt-in): a task whose interim looks crossed a boundary takes that
 decision (REGRESSION or PASS); the others are judged by the rules above at the other
-half of alpha (see evals.early_stop). Reported adjusted p-values are scaled so
+half of alpha (see evals.analyse.early_stop). Reported adjusted p-values are scaled so
 that they compare against alpha itself.
 
 Tasks with `gate: false` never change the overall verdict; their regression p-values are
@@ -28,9 +28,9 @@ from enum import Enum
 import numpy as np
 
 from evals import stats
-from evals.analysis import TaskAnalysis
+from evals.analyse.analysis import TaskAnalysis
 from evals.errors import ExitCode
-from evals.early_stop import SEQUENTIAL_SHARE
+from evals.analyse.early_stop import SEQUENTIAL_SHARE
 
 
 class Verdict(str, Enum):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from evals.arm_spec import ArmSpec
+from evals.plan.arm_spec import ArmSpec
 from evals.runner.layout import ArmLayout
 
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from evals import stats
-from evals.pairing import PairedTask
-from evals.schedule import chunks, item_order  # noqa: F401  (re-exported)
+from evals.pair.pairing import PairedTask
+from evals.plan.schedule import chunks, item_order  # noqa: F401  (re-exported)
 
 SEQUENTIAL_SHARE = 0.5  # of alpha, spent on the interim looks; the rest on the final test
 

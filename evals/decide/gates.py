@@ -1,12 +1,12 @@
 """The run's verdict, gate by gate.
 
-The statistical gate (`evals.verdict.decide`: the paired tests of every task, Holm or BH
+The statistical gate (`evals.decide.verdict.decide`: the paired tests of every task, Holm or BH
 across tasks, the pooled test) gives the first verdict. The run's other gates follow in a
 fixed order, each given the verdict so far:
 
-1. `speed`: a config's `min_speedup` (evals.verdict.apply_speed_gate);
-2. `exercise`: a declared optimization that never engaged cannot PASS (evals.exercise);
-3. `drift chart`: an EWMA alarm at this drift run is a REGRESSION (evals.drift).
+1. `speed`: a config's `min_speedup` (evals.decide.verdict.apply_speed_gate);
+2. `exercise`: a declared optimization that never engaged cannot PASS (evals.analyse.exercise);
+3. `drift chart`: an EWMA alarm at this drift run is a REGRESSION (evals.decide.drift).
 
 Each step is recorded (`GateStep`); the summary lists them under `gates`, so a reader sees
 which gate made the verdict what it is.
@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from evals.verdict import RunVerdict
+from evals.decide.verdict import RunVerdict
 
 STATISTICAL = "statistical"
 

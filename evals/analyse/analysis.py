@@ -17,8 +17,8 @@ import pandas as pd
 from scipy import stats as sps
 
 from evals import stats
-from evals.pairing import PairedTask
-from evals.early_stop import SEQUENTIAL_SHARE, SequentialSummary
+from evals.pair.pairing import PairedTask
+from evals.analyse.early_stop import SEQUENTIAL_SHARE, SequentialSummary
 
 MAX_CLASS_LABELS = 12
 POWER_FOR_MDE = 0.8
@@ -210,11 +210,11 @@ def analyse_task(paired: PairedTask, *, gated: bool, alpha: float, margin: float
                  n_resamples: int, noise: tuple[float, int] | None = None,
                  sequential: SequentialSummary | None = None,
                  clusters=None) -> TaskAnalysis:
-    """`clusters`: one label per item (evals.clusters) for a 0/1 task whose items are
+    """`clusters`: one label per item (evals.pair.clusters) for a 0/1 task whose items are
     grouped; its tests, interval and MDE are then cluster-robust."""
     if sequential is not None and not sequential.stopped_early:
         # the looks spent SEQUENTIAL_SHARE of alpha: the fixed tests, their interval and
-        # MDE are at the rest (evals.verdict scales the p-values to compare with alpha)
+        # MDE are at the rest (evals.decide.verdict scales the p-values to compare with alpha)
         alpha = alpha * (1 - SEQUENTIAL_SHARE)
     boot = stats.paired_bootstrap(paired.baseline, paired.candidate, rng=task_rng(seed, paired.task),
                                   n_resamples=n_resamples, confidence_level=1 - 2 * alpha)

@@ -5,9 +5,9 @@ UserError (exit 2) naming the config file.
   every task name resolves (before any subprocess starts);
 - `check_arms_differ`: the arms are not identical (unless an A/A check says so) - and after
   the run, `check_effective_configs`: vLLM did not swallow the requested difference;
-- `doctor_checks`: the model doctor (evals.doctor);
+- `doctor_checks`: the model doctor (evals.preflight.doctor);
 - `config_audit` / `AuditWhileStarting`: both arms' effective engine configs, resolved
-  without an engine (evals.runner.config_resolver), compared by evals.audit while the
+  without an engine (evals.runner.config_resolver), compared by evals.preflight.audit while the
   first arm's engine starts; its worker gets its go only once the audit passed.
 """
 
@@ -18,10 +18,10 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from evals.arm_spec import ArmSpec
-from evals.audit import audit_resolved
-from evals.config import DEFAULT_TASKS_DIR, ABConfig, check_local_models
-from evals.doctor import diagnose_config
+from evals.plan.arm_spec import ArmSpec
+from evals.preflight.audit import audit_resolved
+from evals.plan.config import DEFAULT_TASKS_DIR, ABConfig, check_local_models
+from evals.preflight.doctor import diagnose_config
 from evals.errors import UserError
 from evals.faults.catalog import check_vllm_version, installed_vllm
 from evals.paths import ARMS

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from evals.errors import UserError
-from evals.samples import ArmSamples, SampleRecord
+from evals.pair.samples import ArmSamples, SampleRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +27,7 @@ class PairedTask:
     baseline_records: tuple[SampleRecord, ...]
     candidate_records: tuple[SampleRecord, ...]
     binary: bool | None = None
-    """Set by evals.metric_scale (declared or checked); None: decided from the values."""
+    """Set by evals.pair.metric_scale (declared or checked); None: decided from the values."""
 
     @property
     def n(self) -> int:

@@ -141,7 +141,7 @@ class GateConfig(_Strict):
 
 class SequentialConfig(_Strict):
     """Opt-in early stop: items run in a seeded random order, in chunks; the candidate stops
-    once a regression is established or non-inferiority is shown (see evals.early_stop)."""
+    once a regression is established or non-inferiority is shown (see evals.analyse.early_stop)."""
 
     chunk: int = Field(100, ge=10, description="items per look")
 

@@ -7,16 +7,16 @@ The kinds, where they live and who writes them:
 
 | kind          | file                               | writer                     |
 |---------------|------------------------------------|----------------------------|
-| arm spec      | <arm>/spec.json                    | evals.arm_spec.ArmSpec     |
+| arm spec      | <arm>/spec.json                    | evals.plan.arm_spec.ArmSpec     |
 | arm manifest  | <arm>/manifest.json                | the runner's worker        |
-| task marker   | <arm>/tasks/<task>.json            | the worker; evals.reuse    |
+| task marker   | <arm>/tasks/<task>.json            | the worker; evals.run.reuse    |
 | chunk marker  | <arm>/chunks/<task>/<k>/done.json  | the worker                 |
 | speed record  | <arm>/speed/<task>.json            | the worker                 |
 | fault tally   | <arm>/fault_tally/<pid>.json       | evals.faults.vllm_plugin   |
-| drift chart   | summary.json `drift.charts.<task>` | evals.drift                |
+| drift chart   | summary.json `drift.charts.<task>` | evals.decide.drift                |
 
-| summary       | <run>/summary.json                 | evals.run_record           |
-| paired items  | <run>/paired_items.jsonl (line 1)  | evals.run_record           |
+| summary       | <run>/summary.json                 | evals.record.run_record           |
+| paired items  | <run>/paired_items.jsonl (line 1)  | evals.record.run_record           |
 | store manifest| <store>/runs/<id>/manifest.json    | evals.store                |
 | canary record | <canary>/canary.json               | evals.canary               |
 

@@ -24,11 +24,11 @@ from pathlib import Path
 import numpy as np
 
 from evals import stats
-from evals.analysis import TaskAnalysis
-from evals.config import ABConfig
+from evals.analyse.analysis import TaskAnalysis
+from evals.plan.config import ABConfig
 from evals.errors import UserError
-from evals.records import DRIFT_CHART
-from evals.verdict import RunVerdict, Verdict
+from evals.record.records import DRIFT_CHART
+from evals.decide.verdict import RunVerdict, Verdict
 
 KIND = "drift"
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
-from evals.verdict import RunVerdict, Verdict
+from evals.decide.verdict import RunVerdict, Verdict
 
 PREFIX_CACHING = "prefix caching"
 SPEC_DECODE = "speculative decoding"

@@ -10,19 +10,19 @@ import hashlib
 from dataclasses import replace
 from pathlib import Path
 
-from evals.arm_spec import ArmSpec, package_versions
-from evals.config import DEFAULT_TASKS_DIR, ABConfig
-from evals.early_stop import SequentialSummary, look_alpha, sequential_for_task
+from evals.plan.arm_spec import ArmSpec, package_versions
+from evals.plan.config import DEFAULT_TASKS_DIR, ABConfig
+from evals.analyse.early_stop import SequentialSummary, look_alpha, sequential_for_task
 from evals.errors import UserError
 from evals.paths import ARMS
-from evals.metric_scale import pair_normalised
-from evals.records import SPEED_RECORD
-from evals.reuse import reuse_finished_tasks
+from evals.pair.metric_scale import pair_normalised
+from evals.record.records import SPEED_RECORD
+from evals.run.reuse import reuse_finished_tasks
 from evals.runner.asks import Answerer
 from evals.runner.launch import run_arm
 from evals.runner.layout import ArmLayout
-from evals.samples import read_output_dir
-from evals.schedule import item_order
+from evals.pair.samples import read_output_dir
+from evals.plan.schedule import item_order
 
 RERUN = "baseline_rerun"  # the baseline's second run, for the A/A noise floor
 
@@ -69,7 +69,7 @@ def sequential_alpha(config: ABConfig) -> float:
 class Looks:
     """The parent's answers to a sequential candidate's "stop now?" (evals.runner.asks):
     after each chunk, the items so far paired with the baseline's and the sequential test
-    (evals.early_stop). Each task's last look is kept for the analysis, which so
+    (evals.analyse.early_stop). Each task's last look is kept for the analysis, which so
     does not compute it again."""
 
     def __init__(self, config: ABConfig, baseline_dir: Path, candidate_dir: Path):
@@ -98,7 +98,7 @@ class Looks:
 
 def reuse_from_store(specs: dict[str, ArmSpec], store, echo) -> dict[str, dict[str, str]]:
     """Copies every task result the run store holds under the same content key into the
-    arms' directories (evals.reuse); a broken store is a warning, never a failure."""
+    arms' directories (evals.run.reuse); a broken store is a warning, never a failure."""
     reused: dict[str, dict[str, str]] = {}
     for name, spec in specs.items():
         try:

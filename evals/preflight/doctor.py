@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from evals.config import ABConfig, load_config
+from evals.plan.config import ABConfig, load_config
 from evals.errors import UserError
 from evals.paths import ARMS
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from evals import stats
-from evals.pairing import PairedTask
+from evals.pair.pairing import PairedTask
 
 WARM_SUFFIX = " (warm cache)"
 

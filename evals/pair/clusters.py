@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from evals.errors import UserError
-from evals.pairing import PairedTask
+from evals.pair.pairing import PairedTask
 
 
 def cluster_ids(paired: PairedTask, field: str, where: str) -> np.ndarray:

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from evals.config import ABConfig
+from evals.plan.config import ABConfig
 from evals.errors import UserError
 from evals.paths import ARMS
 
@@ -355,7 +355,7 @@ def audit_arms(config: ABConfig, effective: Mapping[str, dict | None], *,
 
 def arm_inputs(config: ABConfig) -> dict:
     """Minimal `ArmSpec`s of both arms: the resolver needs model, engine, env, seed and mode."""
-    from evals.arm_spec import ArmSpec
+    from evals.plan.arm_spec import ArmSpec
 
     return {arm: ArmSpec(arm=arm, model=config.arm_model(arm), engine=dict(config.arm(arm).engine),
                          env=dict(config.arm(arm).env), tasks=(), limit=None, num_fewshot=None,

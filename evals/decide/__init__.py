@@ -1,0 +1,1 @@
+"""Decide: the statistical gate, then the gate list (speed, exercise, drift chart)."""
