@@ -15,6 +15,7 @@ is delta < 0. Modules:
 * :mod:`.power` - power, minimum detectable drop, items needed
 * :mod:`.sequential` - anytime-valid early stopping
 * :mod:`.control_chart` - EWMA and tabular CUSUM charts over a series of runs
+* :mod:`.interaction` - interaction of two optimizations over the same items (2x2)
 """
 
 from .binary import (
@@ -28,6 +29,7 @@ from .bootstrap import BootstrapResult, paired_bootstrap
 from .clustered import ClusteredPairedResult, clustered_paired_test
 from .pooled import PooledMcNemarResult, pooled_mcnemar
 from .control_chart import CusumChartResult, EwmaChartResult, cusum_chart, ewma_chart
+from .interaction import InteractionResult, interaction_test
 from .intervals import ConfidenceInterval
 from .labels import (
     MarginalHomogeneityResult,
@@ -69,6 +71,8 @@ from .validation import (
 )
 
 __all__ = [
+    "InteractionResult",
+    "interaction_test",
     "ClusteredPairedResult",
     "clustered_paired_test",
     "PooledMcNemarResult",
