@@ -135,10 +135,6 @@ def tests(session: nox.Session) -> None:
     install_engine(session)
     _ensure_chromium(session)
     args = session.posargs or ["-q", "-rs"]
-    if not any(a == "-n" or a.startswith(("-n", "--numprocesses")) for a in args):
-        # two workers: the engine tests are one xdist group (one worker, one engine at a
-        # time, tests/conftest.py); the other worker runs the quick tier beside them
-        args = ["-n", "2", "--dist", "loadgroup", *args]
     # exit code 5 means no tests were collected (e.g. a -k filter matching nothing)
     session.run("python", "-m", "pytest", *args, success_codes=[0, 5])
 
