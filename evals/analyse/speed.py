@@ -9,6 +9,10 @@ The speedup is mean time per output token (TPOT), baseline over candidate (above
 the candidate is faster), with a percentile bootstrap interval over requests resampled
 independently in each arm (scipy.stats.bootstrap). Throughput (output tokens per
 second of task wall time) is one measurement per arm and gets no interval.
+
+`describe_speedup` is the one wording of a speedup that the verdict, the reports and the
+terminal share: "candidate 1.69x slower per output token (90% interval 1.64-1.75x)",
+the factor always at least 1 and the direction in words.
 """
 
 from __future__ import annotations
@@ -135,3 +139,56 @@ def compare_speed(baseline: dict[str, dict], candidate: dict[str, dict], *,
                            ci_low=low, ci_high=high, confidence=confidence,
                            throughput_ratio=throughput, min_speedup=min_speedup, gate=gate,
                            note=note)
+
+
+def _factor(ratio: float) -> tuple[str, str]:
+    """A ratio candidate/baseline as a factor of at least 1 and its direction in words:
+    1.3 -> ('1.30', 'faster'), 0.59 -> ('1.69', 'slower'); ('1.00', 'as fast') when it
+    rounds to one."""
+    factor = ratio if ratio >= 1 else 1 / ratio
+    text = f"{factor:.2f}"
+    if text == "1.00":
+        return text, "as fast"
+    return text, "faster" if ratio > 1 else "slower"
+
+
+def _phrase(ratio: float) -> str:
+    text, direction = _factor(ratio)
+    return direction if direction == "as fast" else f"{text}x {direction}"
+
+
+def _usable(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and np.isfinite(x) and x > 0
+
+
+def describe_speedup(speedup, low=None, high=None, confidence=None,
+                     unit: str = "per output token") -> str:
+    """The speedup (baseline time / candidate time, or candidate rate / baseline rate) in
+    words a release manager reads: 'candidate 1.30x faster per output token (95% interval
+    1.20-1.40x)', 'candidate 1.69x slower per output token (95% interval 1.64-1.75x)';
+    an interval that holds both directions reads 'interval 1.05x slower to 1.15x faster'."""
+    if not _usable(speedup):
+        return f"speed {unit} not measured"
+    text, direction = _factor(float(speedup))
+    head = (f"candidate as fast as the baseline {unit}" if direction == "as fast"
+            else f"candidate {text}x {direction} {unit}")
+    if not (_usable(low) and _usable(high)):
+        return head
+    level = f"{float(confidence):.0%} interval" if _usable(confidence) else "interval"
+    (low_text, low_dir), (high_text, high_dir) = _factor(float(low)), _factor(float(high))
+    if direction != "as fast" and low_dir == high_dir == direction:
+        ends = sorted((low_text, high_text), key=float)
+        return f"{head} ({level} {ends[0]}-{ends[1]}x)"
+    ends = (_phrase(float(low)), _phrase(float(high)))
+    span = ends[0] if ends[0] == ends[1] else f"{ends[0]} to {ends[1]}"
+    return f"{head} ({level} {span})"
+
+
+def describe_requirement(min_speedup: float) -> str:
+    """A config's `min_speedup` in the same words: 1.2 -> 'at least 1.2x faster',
+    1 -> 'at least as fast', 0.9 -> 'at most 1.11x slower'."""
+    if min_speedup == 1:
+        return "at least as fast"
+    if min_speedup > 1:
+        return f"at least {min_speedup:g}x faster"
+    return f"at most {1 / min_speedup:.2f}x slower"

@@ -31,6 +31,7 @@ from evals import stats
 from evals.analyse.analysis import TaskAnalysis
 from evals.errors import ExitCode
 from evals.analyse.early_stop import SEQUENTIAL_SHARE
+from evals.analyse.speed import describe_requirement, describe_speedup
 
 
 class Verdict(str, Enum):
@@ -225,14 +226,13 @@ def apply_speed_gate(verdict: RunVerdict, speed) -> RunVerdict:
     an interval that straddles it turns a PASS into INCONCLUSIVE."""
     if speed is None or speed.gate in (None, "met"):
         return verdict
-    shown = (f"speedup x{speed.tpot_speedup:.2f} [{speed.ci_low:.2f}, {speed.ci_high:.2f}]"
+    shown = (describe_speedup(speed.tpot_speedup, speed.ci_low, speed.ci_high, speed.confidence)
              if speed.tpot_speedup is not None else "no speedup measured")
+    required = f"gate.min_speedup: {describe_requirement(speed.min_speedup)}"
     if speed.gate == "missed":
         return replace(verdict, verdict=Verdict.REGRESSION,
-                       reason=f"{verdict.reason}; {shown} is below the required "
-                              f"x{speed.min_speedup:g}")
+                       reason=f"{verdict.reason}; {shown}, below {required}")
     if verdict.verdict is Verdict.PASS:
         return replace(verdict, verdict=Verdict.INCONCLUSIVE,
-                       reason=f"{verdict.reason}, but {shown} cannot show the required "
-                              f"x{speed.min_speedup:g}")
+                       reason=f"{verdict.reason}, but {shown} cannot show {required}")
     return verdict

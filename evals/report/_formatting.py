@@ -50,10 +50,6 @@ def count(x) -> str:
     return f"{int(x):,}" if finite(x) else MISSING
 
 
-def ratio(x) -> str:
-    return f"\u00d7{x:.2f}" if finite(x) else MISSING
-
-
 def plain(value) -> str:
     """A config or manifest value as one line: strings as they are, the rest as JSON."""
     if isinstance(value, str):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from evals.analyse.speed import describe_requirement, describe_speedup
 from evals.report import _formatting as fmt
 
 
@@ -37,6 +38,9 @@ class SpeedSection:
     note: str | None
 
 
+THROUGHPUT_UNIT = "in output tokens per second of task time"
+
+
 def _ms(x) -> str:
     return f"{float(x) * 1000:,.1f}" if fmt.finite(x) else fmt.MISSING
 
@@ -48,9 +52,8 @@ def _rate(x) -> str:
 def _speedup_text(speed: dict) -> str:
     if not fmt.finite(speed.get("tpot_speedup")):
         return "not measured (no request produced two or more tokens in both arms)"
-    level = f"{float(speed.get('confidence', 0.9)):.0%}"
-    return (f"\u00d7{speed['tpot_speedup']:.2f} [{speed['ci_low']:.2f}, {speed['ci_high']:.2f}] "
-            f"mean time per output token, baseline / candidate ({level} bootstrap interval)")
+    return describe_speedup(speed["tpot_speedup"], speed.get("ci_low"), speed.get("ci_high"),
+                            speed.get("confidence", 0.9))
 
 
 def _gate_text(speed: dict) -> str | None:
@@ -59,7 +62,8 @@ def _gate_text(speed: dict) -> str | None:
         return None
     words = {"met": "met", "missed": "missed: the interval lies below it",
              "undecided": "undecided: the interval straddles it"}
-    return f"required speedup \u00d7{minimum:g}: {words.get(gate, gate)}"
+    required = describe_requirement(minimum) if fmt.finite(minimum) and minimum > 0 else "?"
+    return f"required (gate.min_speedup): candidate {required}; {words.get(gate, gate)}"
 
 
 def speed_section(summary: dict) -> SpeedSection | None:
@@ -79,7 +83,8 @@ def speed_section(summary: dict) -> SpeedSection | None:
             acceptance=f"{rate:.1%}" if fmt.finite(rate) else "\u2013"))
     ratio = speed.get("throughput_ratio")
     return SpeedSection(rows=tuple(rows), speedup=_speedup_text(speed),
-                        throughput=fmt.ratio(ratio) if fmt.finite(ratio) else fmt.MISSING,
+                        throughput=describe_speedup(ratio, unit=THROUGHPUT_UNIT)
+                        if fmt.finite(ratio) else fmt.MISSING,
                         gate=_gate_text(speed), note=speed.get("note"))
 
 
@@ -108,6 +113,6 @@ def speed_change(summary: dict) -> SpeedChange | None:
         return None
     rate_b = tokens_b / sum(_number(base[t], "wall_seconds") for t in timed)
     rate_c = tokens_c / sum(_number(cand[t], "wall_seconds") for t in timed)
-    return SpeedChange(text=f"{fmt.ratio(rate_c / rate_b)} generated tokens per second "
-                            f"(candidate {rate_c:,.1f} vs baseline {rate_b:,.1f}, over "
+    words = describe_speedup(rate_c / rate_b, unit="in generated tokens per second")
+    return SpeedChange(text=f"{words} (candidate {rate_c:,.1f} vs baseline {rate_b:,.1f}, over "
                             f"{len(timed)} task(s), task wall time)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from evals.report._speed import speed_change
 from evals.text_hygiene import visible
 
 
@@ -43,6 +44,9 @@ def render_table(summary: dict) -> str:
                  f"{gate['correction']} correction; exit code {summary['exit_code']})")
     for t in summary["tasks"]:
         lines.append(f"  {t['task']}: {t['reason']}")
+    speed = speed_change(summary)
+    if speed is not None:
+        lines.append(f"SPEED: {speed.text}")
     pooled = summary.get("pooled")
     if pooled:
         role = "gates the run" if pooled["gates"] else "reported only; `gate.pooled: true` gates"

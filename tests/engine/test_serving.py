@@ -72,7 +72,7 @@ def test_server_arms_speed_and_cache_stress_leave_no_server_behind(tmp_path):
     assert all(c["arm"] == "candidate" and c["n"] == 150 for c in checks.values())
     warm_tasks = [t for t in summary["tasks"] if t["task"].endswith(" (warm cache)")]
     assert len(warm_tasks) == 2 and all(t["n"] == 150 for t in warm_tasks)
-    assert "Speedup:" in (run_dir / "report.html").read_text(encoding="utf-8")
+    assert "<strong>Speed:</strong> candidate " in (run_dir / "report.html").read_text(encoding="utf-8")
     save_artifact("serving_ab.json", {"speed": speed, "cache_stress": summary["cache_stress"],
                                       "verdict": summary["verdict"]})
 

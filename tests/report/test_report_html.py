@@ -40,7 +40,8 @@ def test_banner_states_verdict_worst_delta_margin_and_speed(html):
     assert "REGRESSION" in banner and "regression in gsm8k_tiny" in banner
     assert "-18.3 pts [-28.4, -9.7]" in banner
     assert "&minus;5.0 pts" in banner
-    assert "\u00d71.60 generated tokens per second" in banner
+    assert ("candidate 1.60x faster in generated tokens per second (candidate 69.3 vs "
+            "baseline 43.3, over 3 task(s), task wall time)") in banner
 
 
 def test_summary_table_has_one_row_per_task(html):

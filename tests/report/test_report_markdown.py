@@ -23,7 +23,8 @@ def test_verdict_table_and_reasons(markdown):
     assert all(len(re.findall(r"(?<!\\)\|", line)) == 12 for line in table)
     assert "| gsm8k\\_tiny | exact\\_match | 60 | 0.750 | 0.567 | -18.3 |" in markdown
     assert "**REGRESSION**" in markdown and "**INCONCLUSIVE**" in markdown
-    assert "\u00d71.60 generated tokens per second" in markdown
+    assert ("Speed: candidate 1.60x faster in generated tokens per second (candidate 69.3 vs "
+            "baseline 43.3, over 3 task(s), task wall time).") in markdown
     assert "Flipped items: 29 changed score" in markdown
     assert len(markdown.splitlines()) < 40
 

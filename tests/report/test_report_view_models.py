@@ -78,7 +78,8 @@ def _arm(wall: float, tokens: int, items: int = 10) -> dict:
 
 def test_speed_line_falls_back_to_wall_time_throughput():
     speed = speed_change({"arms": {"baseline": _arm(100, 1000), "candidate": _arm(50, 1000)}})
-    assert speed.text.startswith("\u00d72.00 generated tokens per second")
+    assert speed.text == ("candidate 2.00x faster in generated tokens per second (candidate "
+                          "20.0 vs baseline 10.0, over 1 task(s), task wall time)")
     assert speed_change({"arms": {"baseline": _arm(10, 0), "candidate": _arm(20, 0)}}) is None
 
 
@@ -90,11 +91,15 @@ def test_speed_line_and_section_from_the_measured_speedup():
                          "tpot_speedup": 1.5, "ci_low": 1.25, "ci_high": 1.8,
                          "confidence": 0.9, "throughput_ratio": 1.31, "min_speedup": 2.0,
                          "gate": "missed", "note": None}}
-    assert speed_change(summary).text.startswith("\u00d71.50 [1.25, 1.80]")
+    assert speed_change(summary).text == ("candidate 1.50x faster per output token (90% "
+                                          "interval 1.25-1.80x)")
     section = speed_section(summary)
+    assert section.speedup == speed_change(summary).text
     assert [r.acceptance for r in section.rows] == ["\u2013", "89.2%"]
-    assert section.rows[0].ttft == "12.3 / 50.0" and section.throughput == "\u00d71.31"
-    assert "interval lies below it" in section.gate
+    assert section.rows[0].ttft == "12.3 / 50.0"
+    assert section.throughput == "candidate 1.31x faster in output tokens per second of task time"
+    assert section.gate == ("required (gate.min_speedup): candidate at least 2x faster; missed: "
+                            "the interval lies below it")
 
 
 def test_no_speed_for_compare_runs():
