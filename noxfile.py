@@ -1,5 +1,5 @@
-"""Sessions: ab, canary, drift, compare, report (engine); plan, doctor, runs, pin, history (package
-only); tests, lint, bench, check_configs, build_model, model_card.
+"""Sessions: ab, canary, drift, compare, report (engine); plan, doctor, runs, pin, history,
+gate-config (package only); tests, lint, bench, check_configs, build_model, model_card.
 
 Engine sessions install the engine stack once per virtualenv (pip, nox's default
 virtualenv backend) and reuse it: on machines without a GPU that is PyPI's
@@ -88,6 +88,7 @@ LIGHT_COMMANDS = {
     "runs": "List recorded runs: [--limit N] [--deployment D] [--store PATH].",
     "pin": "Pin a recorded run as its deployment's golden run: RUN_ID --deployment D.",
     "history": "Trend page of the run store: [--deployment D] [--out PATH] [--store PATH].",
+    "gate-config": "One-line verdict of a finished run and its exit code: reports/<run-id>.",
 }
 
 

@@ -1,7 +1,7 @@
 """Command line of the accuracy-regression gate: `python -m evals COMMAND ...`.
 
 Commands: ab, canary, drift, compare, report, plan, doctor, check-engine-args, record,
-runs, pin, history.
+runs, pin, history, gate-config.
 
 Exit codes: 0 pass, 1 regression, 2 bad input or usage, 3 inconclusive, 4 a run failed.
 Errors are one sentence on stderr; a traceback only with --debug.
@@ -19,6 +19,8 @@ from evals.errors import ExitCode, RunFailed, UserError
 from evals.text_hygiene import visible
 
 DEFAULT_CONFIG = "configs/cpu/mtp_prefix.yaml"
+# the commands that end in a verdict: their CI outputs (evals.report.ci_outputs)
+RUN_COMMANDS = ("ab", "drift", "compare")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -169,6 +171,12 @@ def build_parser() -> argparse.ArgumentParser:
     hist.add_argument("--out", help="output file (default: history.html next to the store "
                       "directory, i.e. reports/history.html)")
     hist.add_argument("--store", help=store_help)
+
+    gcf = sub.add_parser("gate-config", help="print a finished run's verdict in one line "
+                         "(`REGRESSION exit=1 RUN_ID: reason`) and exit with its exit code, "
+                         "for CI systems that read only stdout")
+    gcf.add_argument("run", metavar="RUN_DIR", help="a run directory (reports/<run-id>) or its "
+                     "summary.json")
     return parser
 
 
@@ -202,10 +210,11 @@ def _dispatch(args: argparse.Namespace) -> int:
         from evals.comparison import DEFAULT_REPORTS, run_ab
 
         config = load_config(args.config)
-        code, _ = run_ab(config, _reports_dir(args.reports) or DEFAULT_REPORTS,
-                         fresh=args.fresh, store_root=Path(args.store) if args.store else None,
-                         allow_undeclared=args.allow_undeclared_diff)
-        return int(code)
+        code, run_dir = run_ab(config, _reports_dir(args.reports) or DEFAULT_REPORTS,
+                               fresh=args.fresh,
+                               store_root=Path(args.store) if args.store else None,
+                               allow_undeclared=args.allow_undeclared_diff)
+        return _published(code, run_dir)
     if args.command == "canary":
         from evals.canary import parse_fault_args, run_canary
         from evals.comparison import DEFAULT_REPORTS
@@ -219,10 +228,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from evals.comparison import DEFAULT_REPORTS, run_drift
 
         config = load_config(args.config)
-        code, _ = run_drift(config, _reports_dir(args.reports) or DEFAULT_REPORTS,
-                            store_root=Path(args.store) if args.store else None,
-                            run_id=args.run_id)
-        return int(code)
+        code, run_dir = run_drift(config, _reports_dir(args.reports) or DEFAULT_REPORTS,
+                                  store_root=Path(args.store) if args.store else None,
+                                  run_id=args.run_id)
+        return _published(code, run_dir)
     if args.command == "compare":
         from evals.comparison import DEFAULT_REPORTS, run_compare
 
@@ -232,15 +241,16 @@ def _dispatch(args: argparse.Namespace) -> int:
             error = exc.errors()[0]
             flag = "--" + str(error["loc"][0]) if error.get("loc") else "--alpha/--margin"
             raise UserError(f"{flag} {error.get('input')!r}: {error['msg']}.") from None
-        code, _ = run_compare(Path(args.baseline_dir), Path(args.candidate_dir), gate=gate,
-                              seed=args.seed, metrics=_metric_pairs(args.metric),
-                              clusters=_metric_pairs(args.cluster, "--cluster", "FIELD"),
-                              name=_checked_name(args.name, "--name"),
-                              deployment=(_checked_name(args.deployment, "--deployment")
-                                          if args.deployment else None),
-                              store_root=Path(args.store) if args.store else None,
-                              reports_dir=_reports_dir(args.reports) or DEFAULT_REPORTS)
-        return int(code)
+        code, run_dir = run_compare(
+            Path(args.baseline_dir), Path(args.candidate_dir), gate=gate,
+            seed=args.seed, metrics=_metric_pairs(args.metric),
+            clusters=_metric_pairs(args.cluster, "--cluster", "FIELD"),
+            name=_checked_name(args.name, "--name"),
+            deployment=(_checked_name(args.deployment, "--deployment")
+                        if args.deployment else None),
+            store_root=Path(args.store) if args.store else None,
+            reports_dir=_reports_dir(args.reports) or DEFAULT_REPORTS)
+        return _published(code, run_dir)
     if args.command == "report":
         from evals.report import write_reports
 
@@ -294,7 +304,44 @@ def _dispatch(args: argparse.Namespace) -> int:
         out = Path(args.out) if args.out else store.root.parent / DEFAULT_TREND_FILE
         print(f"history: {write_trend(store, args.deployment, out)}")
         return 0
+    if args.command == "gate-config":
+        return _gate_config(Path(args.run))
     raise UserError(f"unknown command {args.command!r}.")
+
+
+def _published(code, run_dir: Path) -> int:
+    """A finished run's CI outputs (GitHub job summary and annotations, GitLab dotenv)."""
+    from evals.report.ci_outputs import publish_run
+
+    publish_run(run_dir)
+    return int(code)
+
+
+def _gate_config(path: Path) -> int:
+    """One line for CI systems that read only stdout; the exit code is the run's."""
+    from evals.record.run_record import SUMMARY_FILE, read_summary
+    from evals.report.ci_outputs import run_outcome, verdict_line
+
+    if path.is_file():
+        if path.name != SUMMARY_FILE:
+            raise UserError(f"{path}: name a run directory (reports/<run-id>) or its "
+                            f"{SUMMARY_FILE}.")
+        path = path.parent
+    elif not path.is_dir():
+        what = "not a run directory" if path.exists() else "no such run directory"
+        raise UserError(f"{path}: {what}; name reports/<run-id> of a finished run or its "
+                        f"{SUMMARY_FILE}.")
+    summary = read_summary(path)
+    print(verdict_line(summary, path / SUMMARY_FILE))
+    return int(run_outcome(summary, path / SUMMARY_FILE)[1])
+
+
+def _failed(args: argparse.Namespace, code: ExitCode, message: str) -> None:
+    """A run command that ended without a verdict still tells the CI system why."""
+    if getattr(args, "command", None) in RUN_COMMANDS:
+        from evals.report.ci_outputs import publish_failure
+
+        publish_failure(code, message)
 
 
 def _interrupt(signum, frame):
@@ -310,20 +357,27 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         if args.debug:
             raise
-        print(f"error: {visible(' '.join(str(exc).splitlines()))}", file=sys.stderr)
+        message = visible(' '.join(str(exc).splitlines()))
+        print(f"error: {message}", file=sys.stderr)
+        _failed(args, ExitCode.BAD_INPUT, message)
         return int(ExitCode.BAD_INPUT)
     except RunFailed as exc:
         if args.debug:
             raise
         print(f"run failed: {exc}", file=sys.stderr)
+        _failed(args, ExitCode.RUN_FAILED, str(exc))
         return int(ExitCode.RUN_FAILED)
     except KeyboardInterrupt:
-        print("interrupted; finished tasks are kept and a rerun resumes", file=sys.stderr)
+        message = "interrupted; finished tasks are kept and a rerun resumes"
+        print(message, file=sys.stderr)
+        _failed(args, ExitCode.RUN_FAILED, message)
         return int(ExitCode.RUN_FAILED)
     except Exception:  # a bug of the suite: never exit 1, which means REGRESSION
         if args.debug:
             raise
         traceback.print_exc()
-        print("internal error (a bug in the suite; the traceback above helps its report); "
-              "finished tasks are kept and a rerun resumes", file=sys.stderr)
+        message = ("internal error (a bug in the suite; the traceback above helps its report); "
+                   "finished tasks are kept and a rerun resumes")
+        print(message, file=sys.stderr)
+        _failed(args, ExitCode.RUN_FAILED, message)
         return int(ExitCode.RUN_FAILED)

@@ -1,0 +1,184 @@
+"""What CI systems read from a finished run, written once at the end of `ab`, `drift` and
+`compare` (evals.cli) from the run's stored summary.json and summary.md. Outside CI it
+does nothing.
+
+- GitHub Actions: summary.md is appended to the job summary whenever
+  `$GITHUB_STEP_SUMMARY` names one, and under `GITHUB_ACTIONS=true` the verdict becomes
+  workflow-command annotations on stdout: `::error` for REGRESSION and for a run that failed or got bad input,
+  `::warning` for INCONCLUSIVE, `::notice` for PASS; one more for each gated task that
+  did not pass. Task names and reasons come from users' configs and the run's data, so
+  messages are escaped as the Actions toolkit escapes them (`%`, CR and LF; in a title
+  also `:` and `,`): a name cannot end a command or start another.
+- GitLab CI (`GITLAB_CI` set): the verdict as a dotenv report (`EVALS_VERDICT`,
+  `EVALS_EXIT_CODE`, `EVALS_RUN_ID`, `EVALS_REPORT`) written to `$EVALS_DOTENV` when
+  set (a fixed path the job's `artifacts:reports:dotenv` names), else to
+  `<run dir>/verdict.env`; the paths of junit.xml and of the dotenv are printed.
+
+`verdict_line` is the one-line verdict that `python -m evals gate-config` prints.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from evals.decide.verdict import Verdict
+from evals.errors import ExitCode, UserError
+from evals.record.run_record import SUMMARY_FILE, read_summary
+from evals.report._markdown import escape_markdown
+from evals.report._outputs import HTML_FILE, JUNIT_FILE, MARKDOWN_FILE
+from evals.text_hygiene import visible
+
+TITLE = "vllm-regression-evals"
+DOTENV_FILE = "verdict.env"
+DOTENV_ENV = "EVALS_DOTENV"
+_LEVELS = {Verdict.PASS: "notice", Verdict.REGRESSION: "error", Verdict.INCONCLUSIVE: "warning"}
+_FAILURES = {ExitCode.BAD_INPUT: "BAD_INPUT", ExitCode.RUN_FAILED: "RUN_FAILED"}
+_DOTENV_UNSAFE = re.compile(r"[^A-Za-z0-9_.,:/+=@-]")
+
+
+def one_line(value) -> str:
+    """Text on one line with control characters shown as escapes."""
+    return visible(" ".join(str(value).split()))
+
+
+def run_outcome(summary: dict, where: Path) -> tuple[Verdict, ExitCode]:
+    """The run's verdict and exit code, refused (UserError) unless they agree: a summary
+    whose code is not its verdict's was damaged or written by something else."""
+    verdict, code = summary["verdict"], summary["exit_code"]
+    if verdict not in Verdict.__members__:
+        raise UserError(f"{where}: verdict {one_line(verdict)!r} is none of "
+                        f"{', '.join(Verdict.__members__)}; not a summary written by this suite.")
+    expected = Verdict[verdict].exit_code
+    if code != int(expected):
+        raise UserError(f"{where}: exit_code {code} does not match verdict {verdict} (exit "
+                        f"{int(expected)}); the file was damaged or edited.")
+    return Verdict[verdict], expected
+
+
+def verdict_line(summary: dict, where: Path) -> str:
+    """'REGRESSION exit=1 <run-id>: <reason>', the verdict a stdout-only CI system reads."""
+    verdict, code = run_outcome(summary, where)
+    return f"{verdict.value} exit={int(code)} {one_line(summary['run_id'])}: " \
+           f"{one_line(summary['reason'])}"
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def workflow_command(level: str, message: str, title: str) -> str:
+    """One GitHub Actions annotation, escaped as @actions/core's `issueCommand` does."""
+    return f"::{level} title={_escape_property(visible(title))}::{_escape_data(visible(message))}"
+
+
+def annotations(summary: dict, where: Path) -> list[str]:
+    """The run's verdict first, then each gated task that did not pass."""
+    verdict, code = run_outcome(summary, where)
+    lines = [workflow_command(_LEVELS[verdict], f"{summary['run_id']}: {summary['reason']}",
+                              f"{TITLE}: {verdict.value} (exit {int(code)})")]
+    for task in summary["tasks"]:
+        task_verdict = task.get("verdict")
+        if task.get("gated", True) and task_verdict in ("REGRESSION", "INCONCLUSIVE"):
+            lines.append(workflow_command(_LEVELS[Verdict[task_verdict]],
+                                          str(task.get("reason", "")),
+                                          f"{task_verdict}: {task['task']}"))
+    return lines
+
+
+def dotenv_text(values: Mapping[str, str]) -> str:
+    """KEY=value lines GitLab reads as a dotenv report: one line each, no quotes, no `$`
+    (GitLab would expand it); any other character is replaced by `_`."""
+    return "".join(f"{key}={_DOTENV_UNSAFE.sub('_', str(value))}\n"
+                   for key, value in values.items())
+
+
+def _shown_path(path: Path) -> str:
+    """Relative to the working directory when below it (what a CI job's paths are)."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _append(path: str, text: str, warn: Callable[[str], None]) -> None:
+    try:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as exc:
+        warn(f"warning: could not append to $GITHUB_STEP_SUMMARY ({path}): {exc.strerror}")
+
+
+def _write_dotenv(path: Path, values: dict, echo, warn) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(dotenv_text(values), encoding="utf-8")
+    except OSError as exc:
+        warn(f"warning: could not write the dotenv report {path}: {exc.strerror}")
+        return
+    echo(f"dotenv: {_shown_path(path)}")
+
+
+def _warn(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def publish_run(run_dir: Path, environ: Mapping[str, str] | None = None, echo=print,
+                warn=_warn) -> None:
+    """The CI outputs of a finished run (see the module docstring). A problem writing them
+    is a warning: it never changes the run's exit code."""
+    environ = os.environ if environ is None else environ
+    github = environ.get("GITHUB_ACTIONS") == "true"
+    gitlab = bool(environ.get("GITLAB_CI"))
+    step_summary = environ.get("GITHUB_STEP_SUMMARY")
+    if not (github or gitlab or step_summary):
+        return
+    run_dir = Path(run_dir)
+    try:
+        summary = read_summary(run_dir)
+        verdict, code = run_outcome(summary, run_dir / SUMMARY_FILE)
+    except UserError as exc:
+        warn(f"warning: no CI outputs: {exc}")
+        return
+    if step_summary:
+        try:
+            markdown = (run_dir / MARKDOWN_FILE).read_text(encoding="utf-8")
+        except OSError as exc:
+            warn(f"warning: {run_dir / MARKDOWN_FILE}: {exc.strerror}")
+        else:
+            _append(step_summary, markdown.rstrip("\n") + "\n\n", warn)
+    if github:
+        for line in annotations(summary, run_dir / SUMMARY_FILE):
+            echo(line)
+    if gitlab:
+        echo(f"junit: {_shown_path(run_dir / JUNIT_FILE)}")
+        target = Path(environ.get(DOTENV_ENV) or run_dir / DOTENV_FILE)
+        _write_dotenv(target, {"EVALS_VERDICT": verdict.value, "EVALS_EXIT_CODE": int(code),
+                               "EVALS_RUN_ID": summary["run_id"],
+                               "EVALS_REPORT": _shown_path(run_dir / HTML_FILE)}, echo, warn)
+
+
+def publish_failure(code: ExitCode, message: str, environ: Mapping[str, str] | None = None,
+                    echo=print, warn=_warn) -> None:
+    """A run that ended without a verdict (bad input, exit 2; a failed run, exit 4): an
+    `::error` annotation and a section in the job summary on GitHub; on GitLab the dotenv
+    (only where `$EVALS_DOTENV` names it: there is no run directory)."""
+    environ = os.environ if environ is None else environ
+    name = _FAILURES.get(ExitCode(code), "RUN_FAILED")
+    what = "bad input" if name == "BAD_INPUT" else "run failed"
+    if environ.get("GITHUB_ACTIONS") == "true":
+        echo(workflow_command("error", message, f"{TITLE}: {what} (exit {int(code)})"))
+    if environ.get("GITHUB_STEP_SUMMARY"):
+        _append(environ["GITHUB_STEP_SUMMARY"],
+                f"## {TITLE}: {what} (exit code {int(code)})\n\n{escape_markdown(message)}\n\n",
+                warn)
+    if environ.get("GITLAB_CI") and environ.get(DOTENV_ENV):
+        _write_dotenv(Path(environ[DOTENV_ENV]),
+                      {"EVALS_VERDICT": name, "EVALS_EXIT_CODE": int(code)}, echo, warn)
