@@ -61,6 +61,12 @@ class Executor:
     address: str | None = None
     parallel: int | None = None
 
+    def check(self) -> None:
+        """Preflight: Ray is installed and its cluster reachable (else one UserError)."""
+        if self.ray:
+            from evals.run.ray_executor import connect
+            connect(self.address)
+
 
 LOCAL = Executor()
 
@@ -104,6 +110,7 @@ def run_ab(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, fresh: bool = 
     if executor.ray and config.sequential:
         raise UserError(f"{config.source}: `sequential` needs the local executor (the parent "
                         "answers each look of the running arm); drop `--executor ray`.")
+    executor.check()
     run_dir = Path(reports_dir) / run_id_for(config)
     specs = arm_specs(config, run_dir)
     check_arms_differ(config, specs)

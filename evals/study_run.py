@@ -141,6 +141,7 @@ def run_study(study: Study, reports_dir: Path = DEFAULT_REPORTS, fresh: bool = F
     settings = study.settings
     # plan and preflight
     check_inputs(settings)
+    executor.check()
     for comparison in study.comparisons.values():
         check_local_models(comparison)
         check_fault_support(comparison)
