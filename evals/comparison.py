@@ -20,8 +20,8 @@ from functools import partial
 from pathlib import Path
 
 from evals.analyse.analysis import TaskAnalysis, analyse_task, noise_floor, task_rng
-from evals.run.arms import (RERUN, Looks, arm_specs, reuse_from_store, run_arms, run_id_for,
-                        sequential_alpha, speed_records)
+from evals.run.arms import (RERUN, Looks, arm_specs, fresh_or_reused, run_arms,
+                            run_arms_on_ray, run_id_for, sequential_alpha, speed_records)
 from evals.analyse.cache_stress import WARM_SUFFIX, WarmColdCheck, describe, warm_vs_cold
 from evals.pair.clusters import cluster_ids
 from evals.plan.config import ABConfig, GateConfig, TaskSpec
@@ -50,6 +50,25 @@ from evals.decide.verdict import apply_speed_gate, decide
 WARM = "_warm"  # samples[<arm>_warm]: a cache-stress arm's warm pass
 DEFAULT_REPORTS = REPORTS_DIR
 PREFERRED_METRICS = ("acc", "exact_match", "acc_norm")
+
+
+@dataclass(frozen=True)
+class Executor:
+    """Where arms run: this machine (`local`, the default) or Ray tasks (`ray`, at `address`,
+    None: a local Ray); `parallel`: most arms at once (evals.run.concurrent)."""
+
+    ray: bool = False
+    address: str | None = None
+    parallel: int | None = None
+
+    def check(self) -> None:
+        """Preflight: Ray is installed and its cluster reachable (else one UserError)."""
+        if self.ray:
+            from evals.run.ray_executor import connect
+            connect(self.address)
+
+
+LOCAL = Executor()
 
 
 @dataclass(frozen=True)
@@ -85,20 +104,19 @@ def _arm_samples(layouts: dict[str, ArmLayout], specs, tasks: list[str]) -> dict
 
 def run_ab(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, fresh: bool = False,
            echo=print, store_root: Path | None = None,
-           allow_undeclared: bool = False) -> tuple[ExitCode, Path]:
+           allow_undeclared: bool = False, executor: Executor = LOCAL) -> tuple[ExitCode, Path]:
     # plan and preflight
     check_inputs(config)
+    if executor.ray and config.sequential:
+        raise UserError(f"{config.source}: `sequential` needs the local executor (the parent "
+                        "answers each look of the running arm); drop `--executor ray`.")
+    executor.check()
     run_dir = Path(reports_dir) / run_id_for(config)
     specs = arm_specs(config, run_dir)
     check_arms_differ(config, specs)
     checks = doctor_checks(config, echo=echo)
     store = open_store(reports_dir, store_root)
-    if fresh:
-        for spec in specs.values():
-            for marker in ArmLayout(Path(spec.output_dir)).tasks_dir.glob("*.json"):
-                marker.unlink()
-    else:
-        reuse_from_store(specs, store, echo)
+    fresh_or_reused(specs, store, fresh, echo)
     # run: the audit resolves both arms while the first engine starts
     echo(f"[evals] run {run_dir.name}: {len(config.tasks)} task(s), arms run one at a time")
     started = time.time()
@@ -108,9 +126,15 @@ def run_ab(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, fresh: bool = 
     if config.sequential:
         looks = Looks(config, ArmLayout(Path(specs["baseline"].output_dir)).lm_eval_dir,
                       ArmLayout(Path(specs["candidate"].output_dir)).lm_eval_dir)
-    layouts, manifests = run_arms(config, specs, echo, {"candidate": looks} if looks else None,
-                                  audit)
-    outcome = audit.join()
+    if executor.ray:  # a Ray task cannot wait for the audit's go: the audit goes first
+        outcome = audit.join()
+        layouts, manifests, where = run_arms_on_ray(config, specs, echo, address=executor.address,
+                                                    parallel=executor.parallel)
+        echo(f"[evals] arms ran on Ray: {where['arms']}")
+    else:
+        layouts, manifests = run_arms(config, specs, echo,
+                                      {"candidate": looks} if looks else None, audit)
+        outcome = audit.join()
     checks = {**checks, "audit": outcome.audit,
               "warnings": checks["warnings"] + list(outcome.warnings)}
     manifests = with_resolved_configs(manifests, outcome.resolved)
@@ -254,20 +278,38 @@ def run_compare(dir_a: Path, dir_b: Path, *, gate: GateConfig, seed: int = 1234,
     return code, run_dir
 
 
+@dataclass(frozen=True)
+class Analysed:
+    """A comparison after the pair and analyse stages."""
+
+    paired: list[PairedTask]
+    analyses: list[TaskAnalysis]
+    cache_checks: list[WarmColdCheck]
+    warnings: list[str]
+
+
 def finish(*, kind: str, run_dir: Path, tasks: list[TaskSpec], gate: GateConfig, seed: int,
            config_dump: dict, samples: dict[str, ArmSamples], manifests: dict[str, dict],
-           echo=print, evidence: RunEvidence | None = None) -> ExitCode:
-    """Pair, analyse, decide, record and report one run; the exit code of its verdict."""
+           echo=print, evidence: RunEvidence | None = None, analysed: Analysed | None = None,
+           study_adjusted: dict[str, float] | None = None, run_id: str | None = None
+           ) -> ExitCode:
+    """Pair, analyse, decide, record and report one run; the exit code of its verdict.
+
+    A study passes each comparison `analysed` already, and its tasks' regression p-values
+    adjusted over the whole study (`study_adjusted`, evals.decide.verdict.study_family),
+    and the comparison's `run_id` (default: the run directory's name)."""
     evidence = evidence or RunEvidence()
-    paired, analyses, cache_checks, warnings = _pair_and_analyse(
-        run_dir, tasks, gate, seed, samples, evidence.sequential)
-    warnings = list((evidence.preflight or {}).get("warnings", [])) + warnings
-    verdict, steps, extras = _decide(analyses, gate, seed, manifests, evidence, run_dir)
+    if analysed is None:
+        analysed = pair_and_analyse(run_dir, tasks, gate, seed, samples, evidence.sequential)
+    paired, analyses, cache_checks = analysed.paired, analysed.analyses, analysed.cache_checks
+    warnings = list((evidence.preflight or {}).get("warnings", [])) + analysed.warnings
+    verdict, steps, extras = _decide(analyses, gate, seed, manifests, evidence, run_dir,
+                                     study_adjusted)
     if evidence.exercise is not None:
         warnings.extend(evidence.exercise.warnings)
     speedup = extras.pop("speed", None)
     summary = build_summary(
-        kind=kind, run_id=run_dir.name, config=config_dump, analyses=analyses, verdict=verdict,
+        kind=kind, run_id=run_id or run_dir.name, config=config_dump, analyses=analyses, verdict=verdict,
         arms=manifests, sources={name: s.source for name, s in samples.items()},
         warnings=warnings, speed=speedup, cache_stress=cache_checks)
     summary.update(extras)
@@ -290,10 +332,8 @@ def finish(*, kind: str, run_dir: Path, tasks: list[TaskSpec], gate: GateConfig,
     return ExitCode(summary["exit_code"])
 
 
-def _pair_and_analyse(run_dir: Path, tasks: list[TaskSpec], gate: GateConfig, seed: int,
-                      samples: dict[str, ArmSamples], sequential: dict | None
-                      ) -> tuple[list[PairedTask], list[TaskAnalysis], list[WarmColdCheck],
-                                 list[str]]:
+def pair_and_analyse(run_dir: Path, tasks: list[TaskSpec], gate: GateConfig, seed: int,
+                     samples: dict[str, ArmSamples], sequential: dict | None = None) -> Analysed:
     """Every task's paired items and analysis (plus a cache-stress arm's warm pass)."""
     paired: list[PairedTask] = []
     analyses: list[TaskAnalysis] = []
@@ -346,11 +386,12 @@ def _pair_and_analyse(run_dir: Path, tasks: list[TaskSpec], gate: GateConfig, se
             warnings.append(f"task {spec.name}: lm-eval task hashes differ between arms "
                             f"({hb[:12]} vs {hc[:12]})")
     warnings.extend(task_warnings(analyses))
-    return paired, analyses, cache_checks, warnings
+    return Analysed(paired, analyses, cache_checks, warnings)
 
 
 def _decide(analyses: list[TaskAnalysis], gate: GateConfig, seed: int,
-            manifests: dict[str, dict], evidence: RunEvidence, run_dir: Path):
+            manifests: dict[str, dict], evidence: RunEvidence, run_dir: Path,
+            study_adjusted: dict[str, float] | None = None):
     """The statistical gate, then the gate list (evals.decide.gates). Returns the verdict, the
     steps and what the gates add to the summary (`speed`, `drift`)."""
     gates: list[Gate] = []
@@ -371,6 +412,6 @@ def _decide(analyses: list[TaskAnalysis], gate: GateConfig, seed: int,
         extras.update(summary_extras(d.deployment, d.golden_run, d.arm, charts))
         gates.append(Gate("drift chart", partial(apply_chart, charts=charts)))
     first = decide(analyses, alpha=gate.alpha, margin=gate.margin, correction=gate.correction,
-                   pooled=gate.pooled)
+                   pooled=gate.pooled, study_adjusted=study_adjusted)
     verdict, steps = run_gates(first, gates)
     return verdict, steps, extras

@@ -142,10 +142,15 @@ def _sequential_reason(a: TaskAnalysis, verdict: Verdict, p_adj: float, alpha: f
 
 
 def decide(analyses: list[TaskAnalysis], *, alpha: float, margin: float,
-           correction: str = "holm", pooled: bool = False) -> RunVerdict:
+           correction: str = "holm", pooled: bool = False,
+           study_adjusted: dict[str, float] | None = None) -> RunVerdict:
     """`pooled`: the stratified McNemar test over the gated binary tasks joins the Holm
     family of the per-task tests (k + 1 hypotheses, family-wise level alpha), and its
-    rejection is a REGRESSION of the run. Without it, it is reported only."""
+    rejection is a REGRESSION of the run. Without it, it is reported only.
+
+    `study_adjusted`: the gated tasks' regression p-values already adjusted in a larger
+    family (a study: Holm over every arm and task, `study_family`); used instead of this
+    run's own correction. Not with `pooled` or a sequential run."""
     gated = [a for a in analyses if a.gated]
     sequential_run = any(a.sequential is not None for a in analyses)
     # a sequential run spends SEQUENTIAL_SHARE of alpha on its looks (Bonferroni over the
@@ -161,7 +166,12 @@ def decide(analyses: list[TaskAnalysis], *, alpha: float, margin: float,
         if len(pool) > 1 and not sequential_run else None
     gates_pooled = pooled and pooled_test is not None
     family = np.append(pvalues, pooled_test.pvalue) if gates_pooled else pvalues
-    if correction == "holm" and len(family) > 1:
+    if study_adjusted is not None:
+        if gates_pooled or sequential_run:
+            raise ValueError("study_adjusted p-values cannot be combined with a gating pooled "
+                             "test or a sequential run")
+        family_adjusted = np.array([study_adjusted[a.task] for a in full], dtype=float)
+    elif correction == "holm" and len(family) > 1:
         family_adjusted = stats.holm(family, alpha=alpha).pvalues_adjusted
     else:
         family_adjusted = family
@@ -219,6 +229,17 @@ def decide(analyses: list[TaskAnalysis], *, alpha: float, margin: float,
         overall, reason = Verdict.PASS, "every gated task is non-inferior at the margin"
     return RunVerdict(overall, tuple(task_verdicts), alpha, margin, correction, reason,
                       pooled_verdict)
+
+
+def study_family(pvalues: dict[tuple[str, str], float], *, alpha: float,
+                 correction: str = "holm") -> dict[tuple[str, str], float]:
+    """Holm over every gated (arm, task) regression p-value of a study: the family-wise
+    false-alarm rate over all its comparisons stays alpha. `correction: none` leaves them."""
+    keys = list(pvalues)
+    if correction != "holm" or len(keys) < 2:
+        return dict(pvalues)
+    adjusted = stats.holm([pvalues[k] for k in keys], alpha=alpha).pvalues_adjusted
+    return {k: float(p) for k, p in zip(keys, adjusted)}
 
 
 def apply_speed_gate(verdict: RunVerdict, speed) -> RunVerdict:

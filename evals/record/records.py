@@ -119,6 +119,7 @@ SUMMARY = RecordKind("summary", 1)
 PAIRED_ITEMS = RecordKind("paired-items file", 1, {0: _stamp_only})  # its header line
 STORE_MANIFEST = RecordKind("run-store manifest", 1)
 CANARY = RecordKind("canary record", 1)
+STUDY = RecordKind("study summary", 1)
 
 ARM_SPEC = RecordKind("arm spec", 2, {0: _stamp_only, 1: _spec_v1_to_v2})
 ARM_MANIFEST = RecordKind("arm manifest", 1, {0: _stamp_only})
@@ -129,4 +130,4 @@ FAULT_TALLY = RecordKind("fault tally", 1, {0: _tally_v0_to_v1})
 DRIFT_CHART = RecordKind("drift chart", 1, {0: _stamp_only})
 
 KINDS = (ARM_SPEC, ARM_MANIFEST, TASK_MARKER, CHUNK_MARKER, SPEED_RECORD, FAULT_TALLY,
-         DRIFT_CHART, SUMMARY, PAIRED_ITEMS, STORE_MANIFEST, CANARY)
+         DRIFT_CHART, SUMMARY, PAIRED_ITEMS, STORE_MANIFEST, CANARY, STUDY)

@@ -113,6 +113,17 @@ def reuse_from_store(specs: dict[str, ArmSpec], store, echo) -> dict[str, dict[s
     return reused
 
 
+def fresh_or_reused(specs: dict[str, ArmSpec], store, fresh: bool, echo) -> None:
+    """`--fresh`: the arms' finished tasks are forgotten (they run again); otherwise what the
+    run store holds under the same content key is reused."""
+    if fresh:
+        for spec in specs.values():
+            for marker in ArmLayout(Path(spec.output_dir)).tasks_dir.glob("*.json"):
+                marker.unlink()
+    else:
+        reuse_from_store(specs, store, echo)
+
+
 def run_arms(config: ABConfig, specs: dict[str, ArmSpec], echo,
              answers: dict[str, Answerer] | None = None,
              audit=None) -> tuple[dict, dict]:
@@ -130,10 +141,30 @@ def run_arms(config: ABConfig, specs: dict[str, ArmSpec], echo,
             raise UserError(f"{config.source}: {exc}") from None
         if audit is not None and len(layouts) == 1:
             audit.join()  # a stop raises here, before any other arm starts
-    manifests = {name: layouts[name].read_manifest() for name in specs}
-    for name in specs:
-        manifests[name]["tasks"] = {t: layouts[name].task_record(t) for t in specs[name].tasks}
-    return layouts, manifests
+    return layouts, manifests_of(layouts, specs)
+
+
+def manifests_of(layouts: dict[str, ArmLayout], specs: dict[str, ArmSpec]) -> dict:
+    """Each finished arm's manifest with its tasks' records."""
+    manifests = {}
+    for name, layout in layouts.items():
+        manifests[name] = layout.read_manifest()
+        manifests[name]["tasks"] = {t: layout.task_record(t) for t in specs[name].tasks}
+    return manifests
+
+
+def run_arms_on_ray(config: ABConfig, specs: dict[str, ArmSpec], echo, *,
+                    address: str | None, parallel: int | None) -> tuple[dict, dict, dict]:
+    """The arms as Ray tasks (evals.run.ray_executor); a failed arm fails the run (exit 4)
+    after the others finished, and a rerun resumes it."""
+    from evals.errors import RunFailed
+    from evals.run.ray_executor import run_arms_on_ray as submit
+
+    dirs, failed, record = submit(specs, address=address, parallel=parallel, echo=echo)
+    if failed:
+        raise RunFailed("; ".join(failed.values()))
+    layouts = {name: ArmLayout(path) for name, path in dirs.items()}
+    return layouts, manifests_of(layouts, specs), record
 
 
 def speed_records(layouts: dict[str, ArmLayout], specs: dict[str, ArmSpec]) -> dict:

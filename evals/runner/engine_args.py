@@ -49,14 +49,17 @@ def parse_engine_args(model: str, engine: dict):
     return EngineArgs.from_cli_args(namespace)
 
 
-def check_config_engine_args(config: ABConfig) -> list[str]:
+def check_config_engine_args(config: ABConfig, names: dict[str, str] | None = None
+                             ) -> list[str]:
+    """Each arm's engine arguments through vLLM's parser. `names`: the arms to check (role
+    -> the name shown, e.g. a study's arm name); default both, under their own names."""
     lines = []
-    for arm in ("baseline", "candidate"):
+    for arm, shown_name in (names or {"baseline": "baseline", "candidate": "candidate"}).items():
         engine = config.arm(arm).engine
         try:
             parsed = parse_engine_args(config.arm_model(arm), engine)
         except ValueError as exc:
-            raise UserError(f"{config.source}: arms.{arm}.engine: {exc}") from None
+            raise UserError(f"{config.source}: arms.{shown_name}.engine: {exc}") from None
         shown = {k: getattr(parsed, k) for k in engine}
-        lines.append(f"{config.source}: arms.{arm}.engine accepted by vLLM: {shown}")
+        lines.append(f"{config.source}: arms.{shown_name}.engine accepted by vLLM: {shown}")
     return lines

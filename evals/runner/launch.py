@@ -67,13 +67,19 @@ def terminate_with_parent() -> None:
         pass
 
 
-def run_arm(spec: ArmSpec, echo=print, answer: Answerer | None = None) -> ArmLayout:
+def run_arm(spec: ArmSpec, echo=print, answer: Answerer | None = None, *,
+            devices_env: dict[str, str] | None = None, on_start=None) -> ArmLayout:
     """Runs (or resumes, or reuses) one arm. Raises RunFailed with the log's last lines.
 
     With `answer`, the worker's questions (evals.runner.asks) go to it: `{"kind": "go"}`
     once its engine is ready and before any item (the config audit may run meanwhile), and
     `{"kind": "look", ...}` after each chunk of a sequential run. Without it the worker
-    goes at once and never stops early."""
+    goes at once and never stops early.
+
+    `devices_env`: the devices this arm may use when arms run side by side
+    (CUDA_VISIBLE_DEVICES, or a CPU core block); kept out of the spec, so where an arm ran
+    does not change its content key. `on_start(proc)` is called with the worker process (a
+    launcher running arms in threads stops it on Ctrl-C)."""
     layout = ArmLayout(Path(spec.output_dir))
     layout.root.mkdir(parents=True, exist_ok=True)
     layout.spec_path.write_text(spec.to_json() + "\n", encoding="utf-8")
@@ -88,9 +94,12 @@ def run_arm(spec: ArmSpec, echo=print, answer: Answerer | None = None) -> ArmLay
         proc = subprocess.Popen(
             [sys.executable, "-m", "evals.runner.worker", str(layout.spec_path)],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env={**worker_env(spec), **({ASK_DIR_ENV: str(asks_dir)} if answer else {})},
+            env={**worker_env(spec), **(devices_env or {}),
+                 **({ASK_DIR_ENV: str(asks_dir)} if answer else {})},
             cwd=str(REPO_ROOT), text=True, errors="replace",
             start_new_session=True, preexec_fn=terminate_with_parent)
+        if on_start is not None:
+            on_start(proc)
         try:
             assert proc.stdout is not None
             for line in proc.stdout:

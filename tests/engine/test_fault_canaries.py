@@ -17,9 +17,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from engine_helpers import ENGINE, REPO, run_cli, save_artifact, write_config
+import yaml
+from engine_helpers import CPU_ENV, ENGINE, MODEL, REPO, run_cli, save_artifact, write_config
 
-from evals.record.records import CANARY
+from evals.record.records import CANARY, STUDY
 
 # enforce_eager: these tests check accuracy faults, not compilation (a quicker engine start)
 EAGER = {**ENGINE, "enforce_eager": True, "block_size": 32}
@@ -145,6 +146,51 @@ def test_interaction_fault_changes_answers_only_with_prefix_caching_and_mtp(shar
     assert {r["doc_id"]: r["baseline_response"] for r in rows} == clean
     save_artifact("canary_interaction.json", {"fired": fired, "both_changed": changed,
                                               "items": LIMIT})
+
+
+def test_factorial_study_blames_the_combination_and_finds_the_interaction(shared, canary):
+    """The 2x2 study (`ab` on a `factorial:` config) with the #43559-style fault on every
+    arm: exactly the combined arm regresses, the interaction is significant, and the page
+    says the drop appears only with the combination. Its four arms have the settings of the
+    interaction test's fault arms, so they come from the shared store when that test ran."""
+    config = shared["root"] / "study.yaml"
+    config.write_text(yaml.safe_dump({
+        "name": "study-interaction", "model": str(MODEL), "tasks": [SHARED_PREFIX],
+        "limit": LIMIT, "num_fewshot": 0, "seed": 1234, "gate": {"alpha": 0.05, "margin": 0.05},
+        "arm_defaults": {"env": CPU_ENV, "engine": EAGER, "faults": [INTERACTION]},
+        "factorial": {"prefix_caching": {"off": NO_PC, "on": PC},
+                      "decoding": {"plain": {}, "mtp": MTP}}}, sort_keys=False))
+    result = run_cli("ab", str(config), "--reports", str(shared["reports"]), "--store",
+                     str(shared["store"]), timeout=3000)
+    assert result.returncode == 1, result.stdout[-4000:] + result.stderr[-4000:]
+    (study_dir,) = [p.parent for p in shared["reports"].glob("study-interaction-*/study.json")]
+    study = STUDY.read(study_dir / "study.json")
+    combined = "prefix_caching=on+decoding=mtp"
+    assert study["arms"] == ["baseline", "prefix_caching=on", "decoding=mtp", combined]
+    verdicts = {c["arm"]: c["verdict"] for c in study["comparisons"]}
+    assert len(verdicts) == 3 and verdicts[combined] == "REGRESSION", verdicts
+    assert [a for a, v in verdicts.items() if v == "REGRESSION"] == [combined], verdicts
+    assert study["verdict"] == "REGRESSION" and study["exit_code"] == 1
+    (interaction,) = study["interactions"]  # one task, one pair of factors
+    assert interaction["task"] == SHARED_PREFIX["name"] and interaction["n"] == LIMIT
+    assert interaction["significant"] and interaction["contrast"] < 0
+    assert interaction["ci_high"] < 0 and interaction["pvalue"] < 0.05
+    assert "appears only with the combination" in interaction["sentence"]
+    # the Holm family spans every arm: each comparison's adjusted p >= its raw p
+    for c in study["comparisons"]:
+        (task,) = c["tasks"]
+        assert task["regression_pvalue_adjusted"] >= task["regression_pvalue"]
+    # each comparison is an ordinary run: its own report, markdown and JUnit, in the store
+    for arm in verdicts:
+        comparison = study_dir / "comparisons" / arm
+        for name in ("report.html", "summary.md", "junit.xml", "summary.json"):
+            assert (comparison / name).is_file(), (arm, name)
+    html = (study_dir / "study.html").read_text(encoding="utf-8")
+    assert 'id="matrix"' in html and 'id="interactions"' in html and combined in html
+    assert "STUDY VERDICT: REGRESSION" in result.stdout
+    listed = run_cli("runs", "--store", str(shared["store"]), "--limit", "50")
+    assert all(f"{study_dir.name}.{arm}" in listed.stdout for arm in verdicts), listed.stdout
+    save_artifact("study_interaction.json", study)
 
 
 def test_prefix_caching_on_prompts_shorter_than_a_block_is_not_exercised(tmp_path):

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from evals.plan.config import load_config
+from evals.plan.study import Study, load_run_config
 from evals.errors import UserError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,8 +53,9 @@ def test_shipped_configs_all_load():
     for path in sorted((REPO / "configs").rglob("*.yaml")):
         if path.name == "base.yaml":
             continue
-        config = load_config(path)
-        assert config.tasks, path
+        config = load_run_config(path)
+        settings = config.settings if isinstance(config, Study) else config
+        assert settings.tasks, path
 
 
 @pytest.mark.parametrize("text, expected", [

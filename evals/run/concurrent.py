@@ -1,0 +1,109 @@
+"""Running a study's arms side by side on disjoint devices (parent side).
+
+The device planner (evals.plan.devices) says which GPUs or CPU cores each arm gets and
+which waiting arm starts next; each started arm runs through the runner
+(evals.runner.launch.run_arm) in a thread of this process, with its devices in its
+worker's environment. `parallel=1` is the one-arm-at-a-time run of two-arm configs.
+A failed arm frees its devices and is reported; the others go on.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import threading
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+
+from evals.errors import RunFailed, UserError
+from evals.plan.devices import ArmDemand, DevicePlan, Scheduler, plan_device_sets, visible_devices
+from evals.runner.launch import run_arm, stop_process_group
+
+PLANNER_VARIABLES = ("CUDA_VISIBLE_DEVICES", "VLLM_CPU_OMP_THREADS_BIND", "OMP_NUM_THREADS")
+
+
+def gpu_count() -> int:
+    """GPUs `nvidia-smi -L` lists (0 without a driver); no torch import in the parent."""
+    if shutil.which("nvidia-smi") is None or os.environ.get("EVALS_FORCE_CPU") == "1":
+        return 0
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+
+
+def default_parallel(kind: str) -> int | None:
+    """GPU machines run as many arms as fit; CPU machines one at a time (arms on a few cores
+    each would each run slower, and their memory adds up) unless `--parallel` says more."""
+    return None if kind == "gpu" else 1
+
+
+def device_plan(specs: dict, parallel: int | None, source: str) -> DevicePlan:
+    pool = visible_devices(os.environ, gpu_count(), sorted(os.sched_getaffinity(0)))
+    parallel = parallel if parallel is not None else default_parallel(pool.kind)
+    demands = []
+    for name, spec in specs.items():
+        try:
+            demands.append(ArmDemand.from_engine(name, spec.engine))
+        except ValueError as exc:
+            raise UserError(f"{source}: arms.{name}.engine: {exc}") from None
+        own = sorted(set(spec.env) & set(PLANNER_VARIABLES))
+        if own and parallel != 1:
+            raise UserError(f"{source}: arms.{name}.env sets {own[0]}, which the device planner "
+                            "assigns when arms run side by side; remove it, or run with "
+                            "`--parallel 1`.")
+    if parallel == 1 and any(set(s.env) & set(PLANNER_VARIABLES) for s in specs.values()):
+        pool = visible_devices({}, 0, sorted(os.sched_getaffinity(0)))  # the arm's own say
+    return plan_device_sets(demands, pool, parallel)
+
+
+def run_side_by_side(plan: DevicePlan, specs: dict, echo, first_answer=None,
+                     after_first=None) -> tuple[dict, dict, dict]:
+    """Every arm of `plan`, as many at once as it allows. Returns each finished arm's
+    layout, each failed arm's message, and the device record (which devices each arm had).
+
+    `first_answer`: the answerer of the arms started before `after_first()` has run (the
+    config audit's go); `after_first()` is called when the first arm ends and may raise
+    (the audit's stop): no further arm starts, the running ones are stopped."""
+    scheduler = Scheduler(plan)
+    layouts, failed = {}, {}
+    procs: dict[str, subprocess.Popen] = {}
+    lock = threading.Lock()
+    gate_passed = after_first is None
+
+    def start(assignment) -> Future:
+        def register(proc, arm=assignment.arm):
+            with lock:
+                procs[arm] = proc
+        if assignment.env:
+            echo(f"[evals] {assignment.arm}: devices {','.join(map(str, assignment.devices))}")
+        return pool.submit(run_arm, specs[assignment.arm], echo=echo,
+                           answer=None if gate_passed else first_answer,
+                           devices_env=assignment.env, on_start=register)
+
+    with ThreadPoolExecutor(max_workers=plan.parallel) as pool:
+        running: dict[Future, str] = {}
+        try:
+            while not scheduler.done:
+                for assignment in iter(scheduler.next_to_start, None):
+                    running[start(assignment)] = assignment.arm
+                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    arm = running.pop(future)
+                    scheduler.finish(arm)
+                    try:
+                        layouts[arm] = future.result()
+                    except RunFailed as exc:
+                        failed[arm] = str(exc)
+                        echo(f"[evals] arm {arm} failed; its comparisons fail, the other arms "
+                             "go on")
+                    if not gate_passed:
+                        after_first()
+                        gate_passed = True
+        except BaseException:
+            with lock:
+                for proc in procs.values():
+                    stop_process_group(proc)
+            raise
+    return layouts, failed, scheduler.to_record()
