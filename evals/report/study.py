@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 from markupsafe import Markup
 
+from evals.analyse.speed import describe_speedup
 from evals.report._html import PACKAGE_DIR, _csp_hash, environment
 from evals.report._markdown import environment as markdown_environment
 from evals.report._outputs import _write_atomic
@@ -80,10 +81,7 @@ def _pts(x) -> str:
 def _speed(speed: dict | None) -> str:
     if not speed:
         return "not measured"
-    ratio, low, high = speed["tpot_speedup"], speed["ci_low"], speed["ci_high"]
-    if ratio >= 1:
-        return f"{ratio:.2f}x faster per output token ({low:.2f}-{high:.2f})"
-    return f"{1 / ratio:.2f}x slower per output token ({1 / high:.2f}-{1 / low:.2f})"
+    return describe_speedup(speed["tpot_speedup"], speed["ci_low"], speed["ci_high"])
 
 
 def _cell(t: dict) -> MatrixCell:

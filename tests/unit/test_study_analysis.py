@@ -140,7 +140,7 @@ def test_study_page_shows_the_matrix_and_the_interaction_escaped():
     (row, failed) = page.rows
     assert row.cells[0].delta == "-10.0" and row.cells[0].interval == "[-13.0, -7.0]"
     assert row.cells[0].flips == "50 / 2"
-    assert row.speed == "2.00x slower per output token (1.60-2.50)"
+    assert row.speed == "candidate 2.00x slower per output token (interval 1.60-2.50x)"
     assert row.report_href == "comparisons/prefix_caching%3Don%2Bdecoding%3Dmtp/report.html"
     assert failed.cells == (None,) and failed.report_href is None
     html = render_study(page)
