@@ -105,3 +105,34 @@ def write_synthetic_run(run_dir: Path, *, run_id: str, created: str, tasks: list
             f"{run_id}|{arm}|{t.name}".encode()).hexdigest()[:20]} for t in tasks}
     write_run(Path(run_dir), summary, paired)
     return Path(run_dir)
+
+
+def study_record(arm_name: str = "prefix_caching=on+decoding=mtp") -> dict:
+    """A study.json as evals.study_run writes it: a regressing combined arm (with text
+    that must stay text), a failed arm, one significant interaction."""
+    task = {"task": "t<b>", "metric": "acc", "gated": True, "verdict": "REGRESSION",
+            "delta": -0.1, "ci_low": -0.13, "ci_high": -0.07, "regression_pvalue": 1e-9,
+            "regression_pvalue_adjusted": 3e-9, "correct_to_wrong": 50, "wrong_to_correct": 2,
+            "n": 500, "mde": 0.02, "baseline_mean": 0.8, "candidate_mean": 0.7}
+    return {
+        "schema_version": 1, "kind": "study", "run_id": "s-1", "name": "s", "config": "c.yaml",
+        "baseline": "baseline", "arms": ["baseline", arm_name], "factors": {},
+        "levels": {arm_name: {"prefix_caching": "on", "decoding": "mtp"}},
+        "tasks": ["t<b>"], "gate": {"alpha": 0.05, "margin": 0.02, "correction": "holm",
+                                    "family": "Holm over every gated (arm, task)"},
+        "verdict": "REGRESSION", "exit_code": 1, "reason": f"regression in {arm_name}",
+        "comparisons": [{"arm": arm_name, "run_id": "s-1.x", "dir": f"comparisons/{arm_name}",
+                         "verdict": "REGRESSION", "exit_code": 1, "reason": "<script>x</script>",
+                         "tasks": [task], "speed": {"tpot_speedup": 0.5, "ci_low": 0.4,
+                                                    "ci_high": 0.625}},
+                        {"arm": "broken", "verdict": "FAILED", "exit_code": 4,
+                         "reason": "arm broken failed"}],
+        "interactions": [{"task": "t<b>", "first": "prefix_caching=on",
+                          "second": "decoding=mtp", "arms": {}, "n": 500,
+                          "accuracy": {"neither": 0.8, "first_only": 0.8, "second_only": 0.8,
+                                       "both": 0.7},
+                          "contrast": -0.1, "ci_low": -0.12, "ci_high": -0.08, "pvalue": 1e-12,
+                          "items_one": 40, "items_two": 5, "significant": True,
+                          "sentence": "On t<b> the drop appears only with the combination"}],
+        "failed": {"broken": "x"}, "wall_seconds": 12.0,
+    }

@@ -17,9 +17,27 @@ import yaml
 from engine_helpers import ENGINE, LIMIT, MODEL, REPO, save_artifact
 from evals.preflight.audit import arm_inputs, audit_resolved, run_audit
 from evals.plan.config import load_config
+from evals.plan.study import Study, load_run_config
 from evals.runner.config_resolver import resolve_arms
 
-CPU_CONFIGS = sorted(p.stem for p in (REPO / "configs" / "cpu").glob("*.yaml") if p.stem != "base")
+
+
+def _shipped_cpu_configs() -> dict:
+    """Every two-arm config in configs/cpu/, and each comparison of each study there
+    (`study_mtp_prefix:decoding=mtp`): what `ab` audits."""
+    configs = {}
+    for path in sorted((REPO / "configs" / "cpu").glob("*.yaml")):
+        if path.stem == "base":
+            continue
+        config = load_run_config(path)
+        if isinstance(config, Study):
+            configs.update({f"{path.stem}:{arm}": c for arm, c in config.comparisons.items()})
+        else:
+            configs[path.stem] = config
+    return configs
+
+
+CPU_CONFIGS = list(_shipped_cpu_configs())
 KV_CACHE_BYTES = 2 * 2**30  # VLLM_CPU_KVCACHE_SPACE=2 in configs/cpu/base.yaml
 
 
@@ -46,8 +64,7 @@ def timings():
 def shipped(timings):
     """Every arm of every shipped CPU config resolved at once: the arms share their worker
     environment (configs/cpu/base.yaml), so one process imports vLLM and resolves them all."""
-    configs = {name: load_config(REPO / "configs" / "cpu" / f"{name}.yaml")
-               for name in CPU_CONFIGS}
+    configs = _shipped_cpu_configs()
     specs = {f"{name}/{arm}": spec for name, config in configs.items()
              for arm, spec in arm_inputs(config).items()}
     started = time.time()
@@ -73,7 +90,7 @@ def test_shipped_cpu_configs_pass_the_audit(name, shipped, timings):
     for r in resolved.values():
         assert r.seconds < 120, timings[name]  # importing vLLM dominates; resolving is ~1 s
         assert r.peak_rss_mb * 2**20 < KV_CACHE_BYTES, timings[name]  # no KV cache, no weights
-    if name.startswith("mtp_prefix"):  # offline, and both arms behind `vllm serve`
+    if name.startswith("mtp_prefix") or name.endswith("+decoding=mtp"):  # offline and served
         status = {d.field: d.status for d in result.effective}
         assert status["cache.enable_prefix_caching"] == "declared"
         assert status["speculative"] == "declared"

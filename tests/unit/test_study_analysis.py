@@ -13,7 +13,7 @@ import pytest
 from statsmodels.stats.multitest import multipletests
 
 from evals.analyse.analysis import analyse_task
-from synthetic_runs import PlantedTask, paired_task
+from synthetic_runs import PlantedTask, paired_task, study_record
 from evals.analyse.interaction import task_interaction
 from evals.decide.verdict import decide, study_family
 from evals.pair.pairing import PairedTask
@@ -106,37 +106,8 @@ def test_a_combination_that_only_adds_its_parts_shows_no_interaction():
     assert "no interaction is shown" in result.sentence
 
 
-def _study_record(arm_name: str = "prefix_caching=on+decoding=mtp") -> dict:
-    task = {"task": "t<b>", "metric": "acc", "gated": True, "verdict": "REGRESSION",
-            "delta": -0.1, "ci_low": -0.13, "ci_high": -0.07, "regression_pvalue": 1e-9,
-            "regression_pvalue_adjusted": 3e-9, "correct_to_wrong": 50, "wrong_to_correct": 2,
-            "n": 500, "mde": 0.02, "baseline_mean": 0.8, "candidate_mean": 0.7}
-    return {
-        "schema_version": 1, "kind": "study", "run_id": "s-1", "name": "s", "config": "c.yaml",
-        "baseline": "baseline", "arms": ["baseline", arm_name], "factors": {},
-        "levels": {arm_name: {"prefix_caching": "on", "decoding": "mtp"}},
-        "tasks": ["t<b>"], "gate": {"alpha": 0.05, "margin": 0.02, "correction": "holm",
-                                    "family": "Holm over every gated (arm, task)"},
-        "verdict": "REGRESSION", "exit_code": 1, "reason": f"regression in {arm_name}",
-        "comparisons": [{"arm": arm_name, "run_id": "s-1.x", "dir": f"comparisons/{arm_name}",
-                         "verdict": "REGRESSION", "exit_code": 1, "reason": "<script>x</script>",
-                         "tasks": [task], "speed": {"tpot_speedup": 0.5, "ci_low": 0.4,
-                                                    "ci_high": 0.625}},
-                        {"arm": "broken", "verdict": "FAILED", "exit_code": 4,
-                         "reason": "arm broken failed"}],
-        "interactions": [{"task": "t<b>", "first": "prefix_caching=on",
-                          "second": "decoding=mtp", "arms": {}, "n": 500,
-                          "accuracy": {"neither": 0.8, "first_only": 0.8, "second_only": 0.8,
-                                       "both": 0.7},
-                          "contrast": -0.1, "ci_low": -0.12, "ci_high": -0.08, "pvalue": 1e-12,
-                          "items_one": 40, "items_two": 5, "significant": True,
-                          "sentence": "On t<b> the drop appears only with the combination"}],
-        "failed": {"broken": "x"}, "wall_seconds": 12.0,
-    }
-
-
 def test_study_page_shows_the_matrix_and_the_interaction_escaped():
-    page = build_study_page(_study_record())
+    page = build_study_page(study_record())
     (row, failed) = page.rows
     assert row.cells[0].delta == "-10.0" and row.cells[0].interval == "[-13.0, -7.0]"
     assert row.cells[0].flips == "50 / 2"
@@ -149,5 +120,5 @@ def test_study_page_shows_the_matrix_and_the_interaction_escaped():
     assert 'id="interactions"' in html and "appears only with the combination" in html
     markdown = render_study_markdown(page)
     assert "| prefix_caching=on+decoding=mtp |" in markdown.replace("\\", "")
-    table = render_study_table(_study_record())
+    table = render_study_table(study_record())
     assert "STUDY VERDICT: REGRESSION" in table and "-10.0 [-13.0, -7.0] REGRESSION" in table
