@@ -68,6 +68,7 @@ def test_weekly_drift_keeps_its_store_across_simulated_weeks(tmp_path):
     workspace = tmp_path / "workspace"
     state = state_path(workflow, workspace, DEPLOYMENT)
     cache = ActionsCache(state, workspace, tmp_path / "cache")
+    (tmp_path / "configs").mkdir()
     config = _a_a_config(tmp_path / "configs", DEPLOYMENT)
     shim = nox_shim(tmp_path / "bin")
 
@@ -76,7 +77,7 @@ def test_weekly_drift_keeps_its_store_across_simulated_weeks(tmp_path):
                                  shim, {"EVALS_CONFIG": str(config),
                                         "EVALS_DEPLOYMENT": DEPLOYMENT,
                                         "EVALS_STATE": str(state)})
-        log = result.stdout[-4000:] + result.stderr[-4000:]
+        log = result.stdout + result.stderr
         outputs = step_outputs(env)
         summary = json.loads((state / "latest" / "summary.json").read_text(encoding="utf-8"))
         for path in uploaded_paths(workflow, "drift", env, {"drift": outputs}):
