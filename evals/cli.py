@@ -239,10 +239,14 @@ def _dispatch(args: argparse.Namespace) -> int:
         if isinstance(config, Study):
             from evals.study_run import run_study
 
-            code, _ = run_study(config, _reports_dir(args.reports) or DEFAULT_REPORTS,
-                                fresh=args.fresh,
-                                store_root=Path(args.store) if args.store else None,
-                                allow_undeclared=args.allow_undeclared_diff, executor=executor)
+            from evals.report.ci_outputs import publish_study
+
+            code, study_dir = run_study(config, _reports_dir(args.reports) or DEFAULT_REPORTS,
+                                        fresh=args.fresh,
+                                        store_root=Path(args.store) if args.store else None,
+                                        allow_undeclared=args.allow_undeclared_diff,
+                                        executor=executor)
+            publish_study(study_dir)
             return int(code)
         if args.parallel not in (None, 1) and not executor.ray:
             raise UserError("--parallel is for studies (more than two arms or `factorial:`) and "
@@ -364,9 +368,15 @@ def _published(code, run_dir: Path) -> int:
 
 def _gate_config(path: Path) -> int:
     """One line for CI systems that read only stdout; the exit code is the run's."""
+    from evals.record.records import STUDY
     from evals.record.run_record import SUMMARY_FILE, read_summary
-    from evals.report.ci_outputs import run_outcome, verdict_line
+    from evals.report.ci_outputs import STUDY_FILE, run_outcome, study_line, verdict_line
 
+    study = path if path.name == STUDY_FILE else path / STUDY_FILE
+    if study.is_file():  # a study: its own verdict and exit code
+        record = STUDY.read(study)
+        print(study_line(record))
+        return int(record["exit_code"])
     if path.is_file():
         if path.name != SUMMARY_FILE:
             raise UserError(f"{path}: name a run directory (reports/<run-id>) or its "

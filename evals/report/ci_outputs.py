@@ -14,7 +14,8 @@ does nothing.
   set (a fixed path the job's `artifacts:reports:dotenv` names), else to
   `<run dir>/verdict.env`; the paths of junit.xml and of the dotenv are printed.
 
-`verdict_line` is the one-line verdict that `python -m evals gate-config` prints.
+`verdict_line` is the one-line verdict that `python -m evals gate-config` prints
+(`study_line` for a study; `publish_study` writes a study's CI outputs).
 """
 
 from __future__ import annotations
@@ -130,14 +131,27 @@ def _warn(message: str) -> None:
     print(message, file=sys.stderr)
 
 
+def _ci_systems(environ: Mapping[str, str]) -> tuple[bool, bool, str | None]:
+    """Under GitHub Actions, under GitLab CI, and the job summary file (if any)."""
+    return (environ.get("GITHUB_ACTIONS") == "true", bool(environ.get("GITLAB_CI")),
+            environ.get("GITHUB_STEP_SUMMARY"))
+
+
+def _append_file(step_summary: str, markdown: Path, warn) -> None:
+    try:
+        text = markdown.read_text(encoding="utf-8")
+    except OSError as exc:
+        warn(f"warning: {markdown}: {exc.strerror}")
+    else:
+        _append(step_summary, text.rstrip("\n") + "\n\n", warn)
+
+
 def publish_run(run_dir: Path, environ: Mapping[str, str] | None = None, echo=print,
                 warn=_warn) -> None:
     """The CI outputs of a finished run (see the module docstring). A problem writing them
     is a warning: it never changes the run's exit code."""
     environ = os.environ if environ is None else environ
-    github = environ.get("GITHUB_ACTIONS") == "true"
-    gitlab = bool(environ.get("GITLAB_CI"))
-    step_summary = environ.get("GITHUB_STEP_SUMMARY")
+    github, gitlab, step_summary = _ci_systems(environ)
     if not (github or gitlab or step_summary):
         return
     run_dir = Path(run_dir)
@@ -148,12 +162,7 @@ def publish_run(run_dir: Path, environ: Mapping[str, str] | None = None, echo=pr
         warn(f"warning: no CI outputs: {exc}")
         return
     if step_summary:
-        try:
-            markdown = (run_dir / MARKDOWN_FILE).read_text(encoding="utf-8")
-        except OSError as exc:
-            warn(f"warning: {run_dir / MARKDOWN_FILE}: {exc.strerror}")
-        else:
-            _append(step_summary, markdown.rstrip("\n") + "\n\n", warn)
+        _append_file(step_summary, run_dir / MARKDOWN_FILE, warn)
     if github:
         for line in annotations(summary, run_dir / SUMMARY_FILE):
             echo(line)
@@ -182,3 +191,55 @@ def publish_failure(code: ExitCode, message: str, environ: Mapping[str, str] | N
     if environ.get("GITLAB_CI") and environ.get(DOTENV_ENV):
         _write_dotenv(Path(environ[DOTENV_ENV]),
                       {"EVALS_VERDICT": name, "EVALS_EXIT_CODE": int(code)}, echo, warn)
+
+
+STUDY_FILE, STUDY_PAGE, STUDY_MARKDOWN = "study.json", "study.html", "study.md"
+
+
+def study_line(study: dict) -> str:
+    """A study's one-line verdict: 'REGRESSION exit=1 <study-id>: <reason>'."""
+    return (f"{one_line(study['verdict'])} exit={int(study['exit_code'])} "
+            f"{one_line(study['run_id'])}: {one_line(study['reason'])}")
+
+
+def publish_study(study_dir: Path, environ: Mapping[str, str] | None = None, echo=print,
+                  warn=_warn) -> None:
+    """A study's CI outputs: study.md in the job summary, the study's verdict and each
+    comparison's annotations on GitHub; each comparison's junit.xml and the study's verdict
+    as the dotenv on GitLab."""
+    from evals.record.records import STUDY
+
+    environ = os.environ if environ is None else environ
+    github, gitlab, step_summary = _ci_systems(environ)
+    if not (github or gitlab or step_summary):
+        return
+    study_dir = Path(study_dir)
+    try:
+        study = STUDY.read(study_dir / STUDY_FILE)
+    except UserError as exc:
+        warn(f"warning: no CI outputs: {exc}")
+        return
+    comparisons = [study_dir / c["dir"] for c in study["comparisons"] if c.get("dir")]
+    if step_summary:
+        _append_file(step_summary, study_dir / STUDY_MARKDOWN, warn)
+    if github:
+        code = ExitCode(int(study["exit_code"]))
+        level = {ExitCode.PASS: "notice", ExitCode.INCONCLUSIVE: "warning"}.get(code, "error")
+        echo(workflow_command(level, f"{study['run_id']}: {study['reason']}",
+                              f"{TITLE}: study {study['verdict']} (exit {int(code)})"))
+        for run_dir in comparisons:
+            try:
+                lines = annotations(read_summary(run_dir), run_dir / SUMMARY_FILE)
+            except UserError as exc:
+                warn(f"warning: no annotations for {run_dir.name}: {exc}")
+                continue
+            for line in lines:
+                echo(line)
+    if gitlab:
+        for run_dir in comparisons:
+            echo(f"junit: {_shown_path(run_dir / JUNIT_FILE)}")
+        target = Path(environ.get(DOTENV_ENV) or study_dir / DOTENV_FILE)
+        _write_dotenv(target, {"EVALS_VERDICT": study["verdict"],
+                               "EVALS_EXIT_CODE": int(study["exit_code"]),
+                               "EVALS_RUN_ID": study["run_id"],
+                               "EVALS_REPORT": _shown_path(study_dir / STUDY_PAGE)}, echo, warn)

@@ -2,8 +2,8 @@
 #
 # The suite's exit codes: 0 PASS, 1 REGRESSION, 2 bad input, 3 INCONCLUSIVE, 4 a run failed.
 # A CI job must not read nox's own failure (exit 1 when it cannot build its virtualenv) as
-# a REGRESSION, so evals_run checks the command's code against the summary.json the run
-# wrote, through `nox -s gate-config`, which prints the run's one-line verdict.
+# a REGRESSION, so evals_run checks the command's code against the summary.json (a study:
+# study.json) the run wrote, through `nox -s gate-config`, which prints its one-line verdict.
 
 # evals_run REPORTS_DIR COMMAND...
 #   Runs COMMAND, which writes its run directory into REPORTS_DIR. Sets EVALS_RUN_DIR to
@@ -17,7 +17,9 @@ evals_run() {
     "$@"
     code=$?
     EVALS_RUN_DIR=""
-    found=$(find "$reports" -mindepth 2 -maxdepth 2 -name summary.json -newer "$marker" -print)
+    # a two-arm run writes summary.json, a study (several arms) study.json
+    found=$(find "$reports" -mindepth 2 -maxdepth 2 \( -name summary.json -o -name study.json \) \
+        -newer "$marker" -print)
     rm -f "$marker"
     count=$(printf '%s' "$found" | grep -c .)
     if [ "$count" -eq 0 ]; then

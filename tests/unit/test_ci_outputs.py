@@ -300,3 +300,46 @@ def test_gate_config_refuses_a_code_that_is_not_the_verdicts(passing_run, tmp_pa
     result = _cli("gate-config", str(target))
     assert result.returncode == 2
     assert "exit_code 3 does not match verdict PASS (exit 0)" in result.stderr
+
+
+def _study(tmp_path: Path) -> Path:
+    from synthetic_runs import study_record
+
+    from evals.record.records import STUDY
+    from evals.report.study import write_study_page
+
+    study_dir = tmp_path / "study"
+    record = study_record()
+    arm = record["comparisons"][0]
+    _run(study_dir / "comparisons", arm["arm"],
+         PlantedTask("tiny_addition", 400, 30, 2, verdict="REGRESSION"))
+    STUDY.write(study_dir / "study.json", record)
+    write_study_page(STUDY.stamp(record), study_dir / "study.html")
+    return study_dir
+
+
+def test_a_study_publishes_its_verdict_and_each_comparisons_annotations(tmp_path):
+    from evals.report.ci_outputs import publish_study
+
+    study_dir = _study(tmp_path)
+    step_summary, dotenv = tmp_path / "step.md", tmp_path / "verdict.env"
+    lines: list[str] = []
+    publish_study(study_dir, {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(step_summary),
+                              "GITLAB_CI": "true", "EVALS_DOTENV": str(dotenv)},
+                  echo=lines.append)
+    assert step_summary.read_text(encoding="utf-8").startswith(
+        "## vllm-regression-evals study: REGRESSION")
+    found = annotations("\n".join(lines))
+    assert found[0][:2] == ("error", "vllm-regression-evals: study REGRESSION (exit 1)")
+    assert ("error", "REGRESSION: tiny_addition") in [a[:2] for a in found[1:]]
+    assert any(line.startswith("junit: ") and line.endswith("junit.xml") for line in lines)
+    assert dotenv.read_text(encoding="utf-8").splitlines()[:2] == [
+        "EVALS_VERDICT=REGRESSION", "EVALS_EXIT_CODE=1"]
+
+
+def test_gate_config_reads_a_study(tmp_path):
+    study_dir = _study(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "evals", "gate-config", str(study_dir)],
+                          capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout == "REGRESSION exit=1 s-1: regression in prefix_caching=on+decoding=mtp\n"
