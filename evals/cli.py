@@ -103,6 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
     ab.add_argument("--ray-address", default=None, metavar="ADDRESS",
                     help="with --executor ray: an existing cluster (`auto`, `ray://host:10001`); "
                     "default: a local Ray on this machine")
+    ab.add_argument("--ray-shard", choices=("arm", "task"), default="arm",
+                    help="with --executor ray: one Ray task per arm (default) or per arm x "
+                    "task (each with its own engine; spreads large runs over more nodes)")
     ab.add_argument("--allow-undeclared-diff", action="store_true",
                     help="run although the config audit found differences between the arms "
                     "that `intended_change` does not declare (recorded in the report)")
@@ -234,8 +237,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         config = load_run_config(args.config)
         if args.ray_address and args.executor != "ray":
             raise UserError("--ray-address needs `--executor ray`.")
+        if args.ray_shard != "arm" and args.executor != "ray":
+            raise UserError("--ray-shard needs `--executor ray`.")
         executor = Executor(ray=args.executor == "ray", address=args.ray_address,
-                            parallel=args.parallel)
+                            parallel=args.parallel, shard_tasks=args.ray_shard == "task")
         if isinstance(config, Study):
             from evals.study_run import run_study
 

@@ -60,6 +60,8 @@ class Executor:
     ray: bool = False
     address: str | None = None
     parallel: int | None = None
+    shard_tasks: bool = False
+    """Ray: one Ray task per arm x task instead of per arm."""
 
     def check(self) -> None:
         """Preflight: Ray is installed and its cluster reachable (else one UserError)."""
@@ -128,8 +130,7 @@ def run_ab(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, fresh: bool = 
                       ArmLayout(Path(specs["candidate"].output_dir)).lm_eval_dir)
     if executor.ray:  # a Ray task cannot wait for the audit's go: the audit goes first
         outcome = audit.join()
-        layouts, manifests, where = run_arms_on_ray(config, specs, echo, address=executor.address,
-                                                    parallel=executor.parallel)
+        layouts, manifests, where = run_arms_on_ray(config, specs, echo, executor)
         echo(f"[evals] arms ran on Ray: {where['arms']}")
     else:
         layouts, manifests = run_arms(config, specs, echo,

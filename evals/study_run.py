@@ -115,7 +115,8 @@ def _run_study_arms(study: Study, specs: dict, echo, audit: AuditWhileStarting,
         audit.join()
         try:
             dirs, failed, where = run_arms_on_ray(specs, address=executor.address,
-                                                  parallel=executor.parallel, echo=echo)
+                                                  parallel=executor.parallel, echo=echo,
+                                                  shard_tasks=executor.shard_tasks)
         except UserError as exc:
             raise UserError(f"{study.source}: {exc}") from None
         layouts = {name: ArmLayout(path) for name, path in dirs.items()}

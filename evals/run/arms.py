@@ -153,14 +153,15 @@ def manifests_of(layouts: dict[str, ArmLayout], specs: dict[str, ArmSpec]) -> di
     return manifests
 
 
-def run_arms_on_ray(config: ABConfig, specs: dict[str, ArmSpec], echo, *,
-                    address: str | None, parallel: int | None) -> tuple[dict, dict, dict]:
+def run_arms_on_ray(config: ABConfig, specs: dict[str, ArmSpec], echo,
+                    executor) -> tuple[dict, dict, dict]:
     """The arms as Ray tasks (evals.run.ray_executor); a failed arm fails the run (exit 4)
     after the others finished, and a rerun resumes it."""
     from evals.errors import RunFailed
     from evals.run.ray_executor import run_arms_on_ray as submit
 
-    dirs, failed, record = submit(specs, address=address, parallel=parallel, echo=echo)
+    dirs, failed, record = submit(specs, address=executor.address, parallel=executor.parallel,
+                                  echo=echo, shard_tasks=executor.shard_tasks)
     if failed:
         raise RunFailed("; ".join(failed.values()))
     layouts = {name: ArmLayout(path) for name, path in dirs.items()}

@@ -1,7 +1,8 @@
 """Arms as Ray tasks (`--executor ray`), for more than one machine (parent side).
 
-Each arm becomes one Ray task that asks for the devices its engine needs (GPUs: tensor x
-pipeline x data parallel size; CPU: the node's cores split `parallel` ways). The task runs
+Each arm (with `--ray-shard task`: each arm x unfinished task) becomes one Ray task that
+asks for the devices its engine needs (GPUs: tensor x pipeline x data parallel size; CPU:
+the node's cores split `parallel` ways). The task runs
 the ordinary runner (evals.runner.launch.run_arm) in a scratch directory on whichever node
 Ray picks, seeded with the arm's finished tasks, and sends the arm's directory back as a
 tar archive, which is unpacked into the ordinary run layout (`arms/<arm>/`): pairing,
@@ -28,6 +29,7 @@ from pathlib import Path
 from evals.errors import RunFailed, UserError
 from evals.plan.arm_spec import ArmSpec
 from evals.plan.devices import devices_needed
+from evals.runner.layout import ArmLayout
 
 CONNECT_TIMEOUT_S = 60
 
@@ -122,33 +124,49 @@ def resources_for(spec: ArmSpec, node_cpus: float, parallel: int | None,
     return {"num_cpus": share}
 
 
+def _shards(spec: ArmSpec, by_task: bool) -> list[tuple[str, ArmSpec]]:
+    """The Ray tasks of one arm: the whole arm, or (`by_task`) one per unfinished task, each
+    with its own engine, so a large study spreads over more nodes."""
+    layout = ArmLayout(Path(spec.output_dir))
+    pending = [t for t in spec.tasks if not layout.task_done(t, spec.key_for(t))]
+    if not by_task or len(pending) < 2:
+        return [(spec.arm, spec)]
+    return [(f"{spec.arm}/{task}", replace(spec, tasks=(task,))) for task in pending]
+
+
 def run_arms_on_ray(specs: dict[str, ArmSpec], *, address: str | None, parallel: int | None,
-                    echo) -> tuple[dict[str, Path], dict[str, str], dict]:
-    """Every arm as a Ray task; returns each finished arm's directory, each failed arm's
-    message, and the record of where each ran."""
+                    echo, shard_tasks: bool = False
+                    ) -> tuple[dict[str, Path], dict[str, str], dict]:
+    """Every arm as a Ray task (`shard_tasks`: every arm x unfinished task); returns each
+    finished arm's directory, each failed arm's message, and the record of where each ran.
+    Each shard's outputs are unpacked into its arm's directory as they come back."""
     ray = connect(address)
     total = ray.cluster_resources()
     nodes = [n for n in ray.nodes() if n.get("Alive")]
     node_cpus = min((n["Resources"].get("CPU", 1) for n in nodes), default=1)
     remote = ray.remote(max_retries=0)(run_arm_on_node)
-    futures = {}
+    futures = []
     record: dict = {"executor": "ray", "address": address or "local",
-                    "cluster": {k: total[k] for k in ("CPU", "GPU") if k in total}, "arms": {}}
+                    "cluster": {k: total[k] for k in ("CPU", "GPU") if k in total},
+                    "shards": "task" if shard_tasks else "arm", "arms": {}}
     for name, spec in specs.items():
         resources = resources_for(spec, node_cpus, parallel, total.get("GPU", 0))
         if resources.get("num_gpus", 0) > total.get("GPU", 0):
             raise UserError(f"arm `{name}` needs {resources['num_gpus']} GPUs but the Ray "
                             f"cluster has {total.get('GPU', 0):g}.")
         record["arms"][name] = resources
-        echo(f"[evals] {name}: submitted to Ray ({', '.join(f'{k} {v:g}' for k, v in resources.items())})")
-        futures[name] = remote.options(**resources).remote(
-            spec.to_json(), _pack(Path(spec.output_dir)))
-    done, failed = {}, {}
-    for name, future in futures.items():
+        seed = _pack(Path(spec.output_dir))
+        for label, shard in _shards(spec, shard_tasks):
+            echo(f"[evals] {label}: submitted to Ray "
+                 f"({', '.join(f'{k} {v:g}' for k, v in resources.items())})")
+            futures.append((name, label, remote.options(**resources).remote(shard.to_json(),
+                                                                             seed)))
+    failed: dict[str, str] = {}
+    for name, label, future in futures:
         try:
             archive, lines, error = ray.get(future)
         except Exception as exc:  # the task or its node died: nothing came back
-            failed[name] = f"arm `{name}`: the Ray task failed: {' '.join(str(exc).split())[:500]}"
+            failed[name] = f"`{label}`: the Ray task failed: {' '.join(str(exc).split())[:500]}"
             continue
         for line in lines:
             echo(line)
@@ -159,6 +177,5 @@ def run_arms_on_ray(specs: dict[str, ArmSpec], *, address: str | None, parallel:
             raise UserError(error.removeprefix("UserError: "))
         if error:
             failed[name] = error.removeprefix("RunFailed: ")
-        else:
-            done[name] = Path(specs[name].output_dir)
+    done = {name: Path(spec.output_dir) for name, spec in specs.items() if name not in failed}
     return done, failed, record
