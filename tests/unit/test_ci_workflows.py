@@ -203,7 +203,8 @@ def test_gitlab_jobs_run_the_same_steps_with_junit_and_dotenv_reports():
         assert job["allow_failure"] == {"exit_codes": [3]}  # INCONCLUSIVE: passed with warnings
         reports = job["artifacts"]["reports"]
         assert reports["dotenv"] == pipeline["variables"]["EVALS_DOTENV"]
-        assert reports["junit"].endswith("junit.xml") and job["artifacts"]["when"] == "always"
+        junit = reports["junit"] if isinstance(reports["junit"], list) else [reports["junit"]]
+        assert all(j.endswith("junit.xml") for j in junit) and job["artifacts"]["when"] == "always"
         expected = GATE_COMMAND if name.startswith("release-gate") else "examples/ci/drift.sh"
         assert job["script"] == [expected], name
     for name in ("weekly-drift", "weekly-drift-smoke"):
