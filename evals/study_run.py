@@ -28,7 +28,7 @@ from evals.errors import ExitCode, UserError
 from evals.pair.samples import read_output_dir
 from evals.plan.config import check_local_models
 from evals.plan.study import Study
-from evals.preflight.checks import (AuditOutcome, AuditWhileStarting, _arm_identity,
+from evals.preflight.checks import (AuditOutcome, AuditWhileStarting, arm_identity,
                                     check_effective_configs, check_fault_support, check_inputs,
                                     doctor_checks, with_resolved_configs)
 from evals.preflight.audit import audit_resolved
@@ -63,7 +63,7 @@ def check_study_arms_differ(study: Study, specs: dict) -> None:
     same thing twice: named before any engine starts."""
     seen: dict = {}
     for arm, spec in specs.items():
-        identity = _arm_identity(spec)
+        identity = arm_identity(spec)
         if identity in seen:
             raise UserError(f"{study.source}: arms `{seen[identity]}` and `{arm}` are identical "
                             "(same model, adapter, mode, faults, engine and env); a study's "

@@ -79,14 +79,16 @@ def check_fault_support(config: ABConfig) -> None:
         raise UserError(f"{config.source}: faults cannot be injected: {problem}.")
 
 
-def _arm_identity(spec: ArmSpec) -> tuple:
+def arm_identity(spec: ArmSpec) -> tuple:
+    """What makes two arms the same measurement: model, adapter, mode, faults, structured
+    output, engine and environment."""
     return (spec.model_hash, spec.adapter_hash, spec.mode, json.dumps(spec.faults, sort_keys=True),
             json.dumps(spec.structured_output, sort_keys=True),
             json.dumps(spec.engine, sort_keys=True), json.dumps(spec.env, sort_keys=True))
 
 
 def check_arms_differ(config: ABConfig, specs: dict[str, ArmSpec]) -> None:
-    same = _arm_identity(specs["baseline"]) == _arm_identity(specs["candidate"])
+    same = arm_identity(specs["baseline"]) == arm_identity(specs["candidate"])
     if same and not config.expect_identical_arms:
         raise UserError(f"{config.source}: arms.baseline and arms.candidate are identical (same "
                         "model, adapter, mode, faults, engine and env); set `expect_identical_arms: "
