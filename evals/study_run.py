@@ -16,19 +16,20 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from evals.analyse.exercise import assess, declared_optimizations
 from evals.analyse.interaction import task_interaction
 from evals.comparison import (DEFAULT_REPORTS, LOCAL, Analysed, Executor, RunEvidence, finish,
                               pair_and_analyse)
-from evals.decide.verdict import study_family
+from evals.decide.verdict import Verdict, study_family
 from evals.errors import ExitCode, UserError
 from evals.pair.samples import read_output_dir
 from evals.plan.config import check_local_models
 from evals.plan.study import Study
 from evals.preflight.checks import (AuditOutcome, AuditWhileStarting, arm_identity,
+                                    resolved_or_recorded,
                                     check_effective_configs, check_fault_support, check_inputs,
                                     doctor_checks, with_resolved_configs)
 from evals.preflight.audit import audit_resolved
@@ -37,8 +38,6 @@ from evals.record.run_record import open_store, read_summary, record_in_store
 from evals.run.arms import arm_specs, manifests_of, fresh_or_reused, speed_records
 from evals.run.ray_executor import run_arms_on_ray
 from evals.run.concurrent import device_plan, run_side_by_side
-from evals.runner.config_resolver import recorded_arms, resolve_arms
-from evals.runner.launch import arm_is_complete
 from evals.runner.layout import ArmLayout
 
 STUDY_FILE = "study.json"
@@ -71,15 +70,19 @@ def check_study_arms_differ(study: Study, specs: dict) -> None:
         seen[identity] = arm
 
 
-def study_audit(study: Study, specs: dict, *, allow_undeclared: bool, echo) -> AuditOutcome:
+@dataclass(frozen=True)
+class StudyAudit:
+    """Each comparison's audit outcome, and every arm's effective engine config."""
+
+    comparisons: dict[str, AuditOutcome]
+    resolved: dict
+
+
+def study_audit(study: Study, specs: dict, *, allow_undeclared: bool, echo) -> StudyAudit:
     """Every arm's effective engine config, resolved once (arms sharing an environment in one
     process), then each comparison audited as a two-arm config; arms that vLLM resolves to
     the same effective config are a stop."""
-    recorded = None
-    if all(arm_is_complete(s) for s in specs.values()):
-        recorded = recorded_arms({a: ArmLayout(Path(s.output_dir)).read_manifest()
-                                  for a, s in specs.items()})
-    resolved = recorded or resolve_arms(specs)
+    resolved = resolved_or_recorded(specs)
     effective: dict = {}
     for arm, r in resolved.items():
         if r.effective is None:
@@ -92,17 +95,15 @@ def study_audit(study: Study, specs: dict, *, allow_undeclared: bool, echo) -> A
                             "to the same effective engine config; they would measure the same "
                             "thing twice.")
         effective[key] = arm
-    audits, warnings = {}, []
+    per_arm = {}
     for arm, comparison in study.comparisons.items():
-        audit = audit_resolved(comparison, {"baseline": resolved[study.baseline],
-                                            "candidate": resolved[arm]},
-                               allow_undeclared=allow_undeclared)
+        pair = {"baseline": resolved[study.baseline], "candidate": resolved[arm]}
+        audit = audit_resolved(comparison, pair, allow_undeclared=allow_undeclared)
         echo(f"[evals] {study.baseline} vs {arm}: " + audit.message())
         audit.check()
-        audits[arm] = audit.to_dict()
-        warnings.extend(f"{arm}: {w}" for w in audit.warning_lines())
-    return AuditOutcome(audit=audits, warnings=tuple(warnings),
-                        resolved={arm: r.effective for arm, r in resolved.items()})
+        per_arm[arm] = AuditOutcome(audit=audit.to_dict(), warnings=tuple(audit.warning_lines()),
+                                    resolved={role: r.effective for role, r in pair.items()})
+    return StudyAudit(per_arm, {arm: r.effective for arm, r in resolved.items()})
 
 
 def _run_study_arms(study: Study, specs: dict, echo, audit: AuditWhileStarting,
@@ -219,9 +220,8 @@ def _finish_comparison(study, arm, run_dir, specs, layouts, manifests, samples, 
     evidence = RunEvidence(
         speed=speed_records({r: layouts[n] for r, n in pair.items()},
                             {r: specs[n] for r, n in pair.items()}),
-        preflight={**checks, "audit": outcome.audit.get(arm),
-                   "warnings": checks["warnings"] + [w.split(": ", 1)[1] for w in outcome.warnings
-                                                     if w.startswith(f"{arm}: ")]},
+        preflight={**checks, "audit": outcome.comparisons[arm].audit,
+                   "warnings": checks["warnings"] + list(outcome.comparisons[arm].warnings)},
         exercise=assess(declared_optimizations(comparison.arm("baseline").engine,
                                                comparison.arm("candidate").engine),
                         pair_manifests, {t.name: t.gate for t in comparison.tasks}))
@@ -267,7 +267,7 @@ def _interactions(study: Study, analysed: dict[str, Analysed], comparisons: dict
             verdicts = {arm: next((t["verdict"] for t in comparisons[arm]["tasks"]
                                    if t["task"] == task), None) for arm in roles.values()}
             result = task_interaction(cell, pairs, alpha=alpha, verdicts=verdicts)
-            out.append({f: getattr(result, f) for f in result.__slots__})
+            out.append(asdict(result))
     return out
 
 
@@ -285,8 +285,7 @@ def _study_record(study: Study, run_dir: Path, comparisons: dict, interactions: 
         code = ExitCode.RUN_FAILED
         reason = f"arm(s) {', '.join(failed)} failed; rerun the same command to resume"
     else:
-        code = {"PASS": ExitCode.PASS, "REGRESSION": ExitCode.REGRESSION,
-                "INCONCLUSIVE": ExitCode.INCONCLUSIVE}[verdict]
+        code = Verdict(verdict).exit_code
         reason = (f"regression in {', '.join(regressed)}" if regressed else
                   "every arm is non-inferior on every gated task" if verdict == "PASS" else
                   "cannot show non-inferiority for " + ", ".join(

@@ -131,15 +131,22 @@ class AuditOutcome:
     resolved: dict
 
 
+def resolved_or_recorded(specs: dict[str, ArmSpec]) -> dict:
+    """The arms' effective engine configs: from their manifests when every arm is finished
+    (e.g. reused) and its worker recorded them, else resolved (evals.runner.config_resolver;
+    arms that share an environment share one process)."""
+    recorded = None
+    if all(arm_is_complete(spec) for spec in specs.values()):
+        recorded = recorded_arms({arm: ArmLayout(Path(spec.output_dir)).read_manifest()
+                                  for arm, spec in specs.items()})
+    return recorded or resolve_arms(specs)
+
+
 def config_audit(config: ABConfig, specs: dict[str, ArmSpec], *,
                  allow_undeclared: bool = False, echo=print) -> AuditOutcome:
     """Both arms' effective engine configs, resolved without an engine, compared; a stop is
     a UserError."""
-    recorded = None
-    if all(arm_is_complete(specs[arm]) for arm in ARMS):  # e.g. both arms reused
-        recorded = recorded_arms({arm: ArmLayout(Path(specs[arm].output_dir)).read_manifest()
-                                  for arm in ARMS})
-    resolved = recorded or resolve_arms({arm: specs[arm] for arm in ARMS})
+    resolved = resolved_or_recorded({arm: specs[arm] for arm in ARMS})
     audit = audit_resolved(config, resolved, allow_undeclared=allow_undeclared)
     echo(audit.message())
     audit.check()
