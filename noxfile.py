@@ -136,7 +136,11 @@ def tests(session: nox.Session) -> None:
     """The whole test suite, engine end-to-end tests included (pytest args after --)."""
     install_engine(session)
     _ensure_chromium(session)
-    args = session.posargs or ["-q", "-rs"]
+    # Two pytest workers: every engine test goes to one of them (tests/conftest.py:
+    # EngineTestsTogether, so engines still start one at a time and share the session's run
+    # store), the quick tier runs on the other meanwhile; an engine test leaves a core
+    # mostly idle on this machine.
+    args = session.posargs or ["-q", "-rs", "-n", "2", "--dist", "loadscope"]
     # exit code 5 means no tests were collected (e.g. a -k filter matching nothing)
     session.run("python", "-m", "pytest", *args, success_codes=[0, 5])
 

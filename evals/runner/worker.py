@@ -271,5 +271,22 @@ def main(argv: list[str]) -> int:
         return 3
 
 
+def exit_now(code: int) -> None:
+    """Ends the worker once its results are on disk, skipping the interpreter's teardown
+    when the engine ran in this process: vLLM's exit handlers and freeing the engine took
+    ~3.4 s per arm on the 2-core CPU machine and keep nothing. With children alive (vLLM's
+    engine-core processes) the ordinary exit runs, so vLLM stops them itself."""
+    import os
+
+    import psutil
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if psutil.Process().children():
+        sys.exit(code)
+    logging.shutdown()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    exit_now(main(sys.argv[1:]))
