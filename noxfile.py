@@ -136,10 +136,10 @@ def tests(session: nox.Session) -> None:
     """The whole test suite, engine end-to-end tests included (pytest args after --)."""
     install_engine(session)
     _ensure_chromium(session)
-    # Two pytest workers: every engine test goes to one of them (tests/conftest.py:
-    # EngineTestsTogether, so engines still start one at a time and share the session's run
-    # store), the quick tier runs on the other meanwhile; an engine test leaves a core
-    # mostly idle on this machine.
+    # Two pytest workers, each running one stream of the engine tests (tests/conftest.py:
+    # ENGINE_STREAMS); the machine's engine lock (evals.runner.engine_lock) keeps engines
+    # one at a time, while one stream's imports, audits and analyses overlap the other's
+    # engine. The quick tests fill in around them.
     args = session.posargs or ["-q", "-rs", "-n", "2", "--dist", "loadscope"]
     # exit code 5 means no tests were collected (e.g. a -k filter matching nothing)
     session.run("python", "-m", "pytest", *args, success_codes=[0, 5])

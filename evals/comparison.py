@@ -35,8 +35,9 @@ from evals.decide.gates import Gate, run_gates
 from evals.pair.metric_scale import pair_normalised
 from evals.pair.pairing import PairedTask, pair_task
 from evals.paths import ARMS, REPORTS_DIR
-from evals.preflight.checks import (AuditWhileStarting, check_arms_differ, check_effective_configs,
-                             check_inputs, config_audit, doctor_checks, with_resolved_configs)
+from evals.preflight.checks import (AuditWhileStarting, ResolvedInWorkers, check_arms_differ,
+                                    check_effective_configs, check_inputs, config_audit,
+                                    doctor_checks, with_resolved_configs)
 from evals.report.terminal_table import render_table
 from evals.record.run_record import build_summary, open_store, record_in_store, write_run
 from evals.runner.layout import ArmLayout
@@ -122,8 +123,11 @@ def run_ab(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, fresh: bool = 
     # run: the audit resolves both arms while the first engine starts
     echo(f"[evals] run {run_dir.name}: {len(config.tasks)} task(s), arms run one at a time")
     started = time.time()
+    # locally, the arms' own workers resolve their configs for the audit (no vLLM import of
+    # its own); a Ray task cannot answer, so there the audit's resolver processes do
+    in_workers = None if executor.ray else ResolvedInWorkers(specs)
     audit = AuditWhileStarting(lambda: config_audit(
-        config, specs, allow_undeclared=allow_undeclared, echo=echo))
+        config, specs, allow_undeclared=allow_undeclared, echo=echo, in_workers=in_workers))
     looks = None
     if config.sequential:
         looks = Looks(config, ArmLayout(Path(specs["baseline"].output_dir)).lm_eval_dir,
@@ -134,7 +138,8 @@ def run_ab(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, fresh: bool = 
         echo(f"[evals] arms ran on Ray: {where['arms']}")
     else:
         layouts, manifests = run_arms(config, specs, echo,
-                                      {"candidate": looks} if looks else None, audit)
+                                      {"candidate": looks} if looks else None, audit,
+                                      in_workers)
         outcome = audit.join()
     checks = {**checks, "audit": outcome.audit,
               "warnings": checks["warnings"] + list(outcome.warnings)}

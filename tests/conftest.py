@@ -1,12 +1,20 @@
 """Puts tests/ on the import path, for helpers shared by several test folders
 (`synthetic_runs`), and marks the tiers: `engine` (tests/engine: real vLLM engines) and
 `browser` (tests that drive headless Chromium). The quick tier is `-m "not engine"`.
-Under pytest-xdist (`nox -s tests` runs `-n 2 --dist loadscope`) the engine tests form one
-work unit, run by one worker while the other runs the rest (`EngineTestsTogether`).
+
+Engines start one at a time on this machine: every test session sets the machine's engine
+lock (evals.runner.engine_lock), so an engine of one pytest worker waits for another's.
+Under pytest-xdist (`nox -s tests` runs `-n 2 --dist loadscope`) the engine tests form two
+work units (`ENGINE_STREAMS`), one per worker, whose imports, audits and analyses overlap
+the other's engine; the quick tests fill in around them.
 
 The tests run with the CI systems' variables removed (the suite writes a job summary,
 annotations and a dotenv when it sees them, evals.report.ci_outputs); a test that checks
 those outputs sets them itself."""
+
+import os
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -14,40 +22,67 @@ CI_VARIABLES = ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "GITHUB_OUTPUT", "GITLA
                 "EVALS_DOTENV")
 
 
+# one lock file for every test session on this machine (both xdist workers, and a second
+# checkout's suite): never two engines at once
+ENGINE_LOCK = Path(tempfile.gettempdir()) / "evals-tests-engine.lock"
+
+
 @pytest.fixture(scope="session", autouse=True)
 def outside_ci():
     patch = pytest.MonkeyPatch()
     for name in CI_VARIABLES:
         patch.delenv(name, raising=False)
+    patch.setenv("EVALS_ENGINE_LOCK", os.environ.get("EVALS_ENGINE_LOCK") or str(ENGINE_LOCK))
     yield
     patch.undo()
 
 
+ENGINE_TESTS = "tests/engine/"
+# The engine tests' two streams, by file. A stream's tests share one session (its run
+# store, the shared A/B, the degraded model), so files that reuse each other's runs stay
+# together: stream 1 holds the shared baseline's users. Balanced by measured time.
+ENGINE_STREAMS = {
+    "test_ab_end_to_end.py": 1, "test_embedded_model.py": 1, "test_study.py": 1,
+    "test_config_audit.py": 1, "test_structured_output.py": 1, "test_serving.py": 1,
+    "test_ray_executor.py": 1,
+    "test_fault_canaries.py": 2, "test_history.py": 2, "test_ci_examples.py": 2,
+    "test_lora.py": 2,
+}
+
+
+def engine_stream(nodeid: str) -> str | None:
+    """The work unit of an engine test (`tests/engine/#1` or `#2`); None for other tests.
+    A file missing from ENGINE_STREAMS joins stream 2."""
+    if not nodeid.startswith(ENGINE_TESTS):
+        return None
+    name = nodeid[len(ENGINE_TESTS):].split("::")[0]
+    return f"{ENGINE_TESTS}#{ENGINE_STREAMS.get(name, 2)}"
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
-        if "tests/engine" in str(item.fspath):
+        if item.nodeid.startswith(ENGINE_TESTS):
             item.add_marker(pytest.mark.engine)
         if "browser" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.browser)
 
-
-ENGINE_TESTS = "tests/engine/"
 
 try:
     from xdist.scheduler import LoadScopeScheduling
 except ImportError:  # pytest-xdist is optional: without it the tests run in one process
     pass
 else:
-    class EngineTestsTogether(LoadScopeScheduling):
-        """Every engine test in one work unit, so one worker runs them in order (one engine
-        at a time, session fixtures shared) while the other workers run the rest, one test
-        per unit. pytest-xdist's own `xdist_group` mark does not group under pytest 9 (it
-        renames node ids, which pytest 9 no longer reads back)."""
+    class EngineStreams(LoadScopeScheduling):
+        """The engine tests in two work units (ENGINE_STREAMS), each run in order by one
+        worker with its session fixtures; every other test is a unit of its own. The
+        biggest units go out first, so each worker starts on an engine stream. pytest-xdist's
+        own `xdist_group` mark does not group under pytest 9 (it renames node ids, which
+        pytest 9 no longer reads back)."""
 
         def _split_scope(self, nodeid: str) -> str:
-            return ENGINE_TESTS if nodeid.startswith(ENGINE_TESTS) else nodeid
+            return engine_stream(nodeid) or nodeid
 
     def pytest_xdist_make_scheduler(config, log):
         if config.getvalue("dist") == "loadscope":
-            return EngineTestsTogether(config, log)
+            return EngineStreams(config, log)
         return None

@@ -97,6 +97,7 @@ class AuditResult:
     unknown_declared: tuple[str, ...]  # intended_change names vLLM does not know
     notes: tuple[str, ...]
     seconds: tuple[tuple[str, float], ...] = ()  # (arm, seconds to resolve)
+    resolved_in: tuple[tuple[str, str], ...] = ()  # (arm, which process resolved it)
     allow_undeclared: bool = False
 
     @property
@@ -166,6 +167,7 @@ class AuditResult:
             "unknown_declared": list(self.unknown_declared),
             "notes": list(self.notes),
             "seconds": dict(self.seconds),
+            "resolved_in": dict(self.resolved_in),
             "allow_undeclared": self.allow_undeclared,
             "stopped": self.stops,
         }
@@ -315,6 +317,7 @@ def audit_arms(config: ABConfig, effective: Mapping[str, dict | None], *,
                engine_arg_names: Iterable[str] = (), errors: Mapping[str, str] | None = None,
                vllm_warnings: Mapping[str, Iterable[str]] | None = None,
                seconds: Mapping[str, float] | None = None,
+               resolved_in: Mapping[str, str] | None = None,
                allow_undeclared: bool = False) -> AuditResult:
     """Compares the arms' requested and effective configs against `intended_change`.
 
@@ -350,7 +353,9 @@ def audit_arms(config: ABConfig, effective: Mapping[str, dict | None], *,
         effective=tuple(rows), resolved=resolved,
         undeclared=tuple(undeclared[k] for k in sorted(undeclared)),
         unknown_declared=unknown, notes=tuple(notes),
-        seconds=tuple(sorted((seconds or {}).items())), allow_undeclared=allow_undeclared)
+        seconds=tuple(sorted((seconds or {}).items())),
+        resolved_in=tuple(sorted((resolved_in or {}).items())),
+        allow_undeclared=allow_undeclared)
 
 
 def arm_inputs(config: ABConfig) -> dict:
@@ -390,4 +395,5 @@ def audit_resolved(config: ABConfig, resolved: Mapping, *, allow_undeclared: boo
         errors={arm: r.error for arm, r in resolved.items() if r.error},
         vllm_warnings={arm: r.vllm_warnings for arm, r in resolved.items()},
         seconds={arm: r.seconds for arm, r in resolved.items()},
+        resolved_in={arm: r.resolved_in for arm, r in resolved.items()},
         allow_undeclared=allow_undeclared)

@@ -1,5 +1,5 @@
 """The run stage, parent side: the arms' specs from a config, results reused from the run
-store, each arm run through the runner (evals.runner.launch.run_arm), and the parent's
+store, each arm run through the runner (evals.runner.launch), and the parent's
 answers to a sequential candidate's "stop now?" (`Looks`). What comes out is each arm's
 layout on disk and its manifest; pairing and analysis come after.
 """
@@ -19,7 +19,7 @@ from evals.pair.metric_scale import pair_normalised
 from evals.record.records import SPEED_RECORD
 from evals.run.reuse import reuse_finished_tasks
 from evals.runner.asks import Answerer
-from evals.runner.launch import run_arm
+from evals.runner.launch import arm_is_complete, run_arms_in_turn
 from evals.runner.layout import ArmLayout
 from evals.pair.samples import read_output_dir
 from evals.plan.schedule import item_order
@@ -126,21 +126,30 @@ def fresh_or_reused(specs: dict[str, ArmSpec], store, fresh: bool, echo) -> None
 
 def run_arms(config: ABConfig, specs: dict[str, ArmSpec], echo,
              answers: dict[str, Answerer] | None = None,
-             audit=None) -> tuple[dict, dict]:
-    """Each arm in turn. The first arm's worker asks for a go before its first item (the
-    audit runs while its engine starts); a stop is raised once that worker has exited,
-    before any other arm starts."""
-    layouts = {}
-    for name in specs:
-        answer = (answers or {}).get(name)
-        if audit is not None and not layouts:
-            answer = audit.answerer(answer)
-        try:
-            layouts[name] = run_arm(specs[name], echo=echo, answer=answer)
-        except UserError as exc:
-            raise UserError(f"{config.source}: {exc}") from None
-        if audit is not None and len(layouts) == 1:
-            audit.join()  # a stop raises here, before any other arm starts
+             audit=None, in_workers=None) -> tuple[dict, dict]:
+    """Each arm in turn (evals.runner.launch.run_arms_in_turn). The first arm that runs
+    (not reused) asks for a go before its first item (the audit runs while its engine
+    starts); a stop is raised once that worker has exited, before any other arm builds its
+    engine. `in_workers` (evals.preflight.checks.ResolvedInWorkers) answers the workers that
+    resolve configs for the audit; the audit may wait for them, so it is joined only after
+    the first arm that runs, never before."""
+    answers = dict(answers or {})
+    if in_workers is not None:
+        answers = {name: in_workers.answerer(name, answers.get(name)) for name in specs}
+    first = next((name for name, spec in specs.items() if not arm_is_complete(spec)), None)
+    if audit is not None and first is not None:
+        answers[first] = audit.answerer(answers.get(first))
+
+    def after_arm(name: str) -> None:
+        if audit is not None and name == first:
+            audit.join()  # a stop raises here
+
+    try:
+        layouts = run_arms_in_turn(specs, echo=echo, answers=answers, after_arm=after_arm)
+    except UserError as exc:
+        if audit is not None and exc is audit.error:
+            raise  # the audit's stop names its config itself
+        raise UserError(f"{config.source}: {exc}") from None  # a worker's bad input
     return layouts, manifests_of(layouts, specs)
 
 

@@ -11,12 +11,15 @@ logged while resolving, and the seconds it took.
 
 `resolve_arms` runs that command once per distinct worker environment (`launch.worker_env`)
 for all arms that share it, so the parent never imports vLLM; `recorded_arms` skips it when
-every arm already ran and its worker recorded the effective config.
+every arm already ran and its worker recorded the effective config. An offline arm's worker
+can resolve too, once it has imported vLLM anyway (evals.runner.worker, asked by the
+parent): the same `resolve_report`, without a process of its own.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import logging
 import resource
@@ -28,7 +31,8 @@ from dataclasses import dataclass
 from evals.plan.arm_spec import ArmSpec
 from evals.runner.effective_config import flatten_vllm_config
 from evals.paths import REPO_ROOT
-from evals.runner.launch import stop_process_group, worker_env
+from evals.faults.catalog import ENV_VAR as FAULTS_ENV
+from evals.runner.launch import FAULT_TALLY_ENV, stop_process_group, worker_env
 
 RESULT_PREFIX = "[evals-config-audit] "
 RESOLVABLE_MODES = ("offline", "server")  # endpoint and hf arms have no vLLM engine config
@@ -47,6 +51,7 @@ class ResolvedArm:
     seconds: float  # importing vLLM and resolving, in the arm's process
     resolve_seconds: float = 0.0  # create_engine_config alone
     peak_rss_mb: float = 0.0  # the arm's process and its helpers; no weights, no KV cache
+    resolved_in: str = "a resolver process"  # or "the arm's worker", "the arm's manifest"
 
 
 # ---- child side (imports vLLM) ----
@@ -85,6 +90,11 @@ def _resolve(model: str, engine: dict, seed: int | None, mode: str) -> tuple[dic
     args, usage_context = _engine_args(model, engine, seed, mode)
     # as vllm.LLM does; attaching our handler afterwards, since this replaces the handlers
     configure_logging_if_needed(args.create_logging_config())
+    # vLLM logs some warnings once per process: forget the earlier arm's, so that each arm
+    # resolved in this process gets its own (else the audit reports the first arm's only)
+    once = getattr(importlib.import_module("vllm.logger"), "_print_warning_once", None)
+    if hasattr(once, "cache_clear"):
+        once.cache_clear()
     collect = _Collect()
     logger = logging.getLogger("vllm")
     logger.addHandler(collect)
@@ -153,6 +163,27 @@ def main(argv: list[str]) -> int:
 
 # ---- parent side (no vLLM import) ----
 
+def resolver_input(spec: ArmSpec) -> dict:
+    """What `resolve_report` needs of an arm."""
+    return {"model": spec.model, "engine": spec.engine, "seed": spec.seed,
+            "mode": getattr(spec, "mode", "offline")}
+
+
+def resolution_env(spec: ArmSpec) -> dict[str, str]:
+    """The environment an arm's config resolves in: its worker's, without the suite's own
+    canary variables (they patch vLLM's internals at run time, not its config)."""
+    return {k: v for k, v in worker_env(spec).items() if k not in (FAULTS_ENV, FAULT_TALLY_ENV)}
+
+
+def from_report(arm: str, data: dict, resolved_in: str = "a resolver process") -> ResolvedArm:
+    """A `resolve_report` result as a ResolvedArm."""
+    return ResolvedArm(arm=arm, effective=data["effective"], error=data["error"],
+                       engine_arg_names=tuple(data["engine_arg_names"]),
+                       vllm_warnings=tuple(data["vllm_warnings"]), seconds=data["seconds"],
+                       resolve_seconds=data["resolve_seconds"], peak_rss_mb=data["peak_rss_mb"],
+                       resolved_in=resolved_in)
+
+
 def _parse(arm: str, output: str, code: int, wall_seconds: float, index: int = 0
            ) -> ResolvedArm:
     """The `index`-th result line of a resolver process's output."""
@@ -163,11 +194,7 @@ def _parse(arm: str, output: str, code: int, wall_seconds: float, index: int = 0
         tail = " | ".join(line.strip() for line in lines[-5:] if line.strip())
         return ResolvedArm(arm, None, f"config resolution exited with code {code}: {tail}",
                            (), (), round(wall_seconds, 3))
-    data = json.loads(result[len(RESULT_PREFIX):])
-    return ResolvedArm(arm=arm, effective=data["effective"], error=data["error"],
-                       engine_arg_names=tuple(data["engine_arg_names"]),
-                       vllm_warnings=tuple(data["vllm_warnings"]), seconds=data["seconds"],
-                       resolve_seconds=data["resolve_seconds"], peak_rss_mb=data["peak_rss_mb"])
+    return from_report(arm, json.loads(result[len(RESULT_PREFIX):]))
 
 
 def resolve_arms(specs: dict[str, ArmSpec], *, timeout: float = DEFAULT_TIMEOUT
@@ -192,10 +219,7 @@ def resolve_arms(specs: dict[str, ArmSpec], *, timeout: float = DEFAULT_TIMEOUT
     started = time.time()
     try:
         for env, names in groups.values():
-            payload = json.dumps([{"model": specs[n].model, "engine": specs[n].engine,
-                                   "seed": specs[n].seed,
-                                   "mode": getattr(specs[n], "mode", "offline")}
-                                  for n in names], default=str)
+            payload = json.dumps([resolver_input(specs[n]) for n in names], default=str)
             procs.append((names, subprocess.Popen(
                 [sys.executable, "-m", "evals.runner.config_resolver", payload],
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -230,7 +254,8 @@ def recorded_arms(manifests: dict[str, dict]) -> dict[str, ResolvedArm] | None:
             "engine_arg_names")
         if not effective or not names:
             return None
-        found[name] = ResolvedArm(name, effective, None, tuple(names), (), 0.0)
+        found[name] = ResolvedArm(name, effective, None, tuple(names), (), 0.0,
+                                  resolved_in="the arm's manifest")
     return found
 
 

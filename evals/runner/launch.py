@@ -1,8 +1,10 @@
 """Starts one arm's worker process and follows it; never imports lm-eval or vLLM itself.
 
 One engine at a time: arms run one after another, each in a fresh process, so the
-memory of one engine is released before the next starts. The worker's full output
-goes to `<arm>/worker.log`; its `[evals]` progress lines are echoed to the terminal.
+memory of one engine is released before the next starts. The next arm's worker starts
+early and imports vLLM and lm-eval while the arm before it runs, then waits for its turn
+before it builds its engine (`run_arms_in_turn`). The worker's full output goes to
+`<arm>/worker.log`; its `[evals]` progress lines are echoed to the terminal.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 from collections import deque
 from pathlib import Path
 
@@ -67,6 +70,120 @@ def terminate_with_parent() -> None:
         pass
 
 
+WORKER = ["-m", "evals.runner.worker"]  # run by this interpreter, with the arm's spec path
+ENGINE_TURN = "engine"  # the worker's question once imported, before it builds its model
+ENDED = "ended"  # told to the arm's answerer when its worker's output ends
+
+
+def _prepare(spec: ArmSpec) -> ArmLayout:
+    layout = ArmLayout(Path(spec.output_dir))
+    layout.root.mkdir(parents=True, exist_ok=True)
+    layout.spec_path.write_text(spec.to_json() + "\n", encoding="utf-8")
+    return layout
+
+
+class WorkerRun:
+    """One arm's worker process, started at once and followed by a thread of this process.
+
+    Its output goes to `<arm>/worker.log`, its `[evals]` lines to `echo`, its questions
+    (evals.runner.asks) to `answer`. Once it has imported its libraries and indexed its
+    tasks, the worker asks for its engine turn: a worker started ahead of its turn
+    (`turn_now=False`) waits there until `turn` is set, so it imports while the arm before
+    it starts, and two engines never run at once. With `hold_go`, its go (before its first
+    item) waits until `go` is set: the next arm's imports never overlap a measured task."""
+
+    def __init__(self, spec: ArmSpec, echo=print, answer: Answerer | None = None, *,
+                 devices_env: dict[str, str] | None = None, on_start=None,
+                 turn_now: bool = True, hold_go: bool = False):
+        self.spec, self.echo, self.answer = spec, echo, answer
+        self.layout = _prepare(spec)
+        self.turn = threading.Event()  # set: it may build its engine
+        self.go = threading.Event()  # set: its go may be answered
+        self.waiting = threading.Event()  # set: it asked for its turn, or it ended
+        if turn_now:
+            self.turn.set()
+        if not hold_go:
+            self.go.set()
+        self.tail: deque[str] = deque(maxlen=25)
+        self.bad_input: list[str] = []
+        self.error: BaseException | None = None
+        self.asks_dir = self.layout.root / "asks"
+        shutil.rmtree(self.asks_dir, ignore_errors=True)  # an earlier attempt's unread answers
+        self._log = self.layout.log_path.open("a", encoding="utf-8")
+        self.proc = subprocess.Popen(
+            [sys.executable, *WORKER, str(self.layout.spec_path)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env={**worker_env(spec), **(devices_env or {}), ASK_DIR_ENV: str(self.asks_dir)},
+            cwd=str(REPO_ROOT), text=True, errors="replace",
+            start_new_session=True, preexec_fn=terminate_with_parent)
+        if on_start is not None:
+            on_start(self.proc)
+        self._thread = threading.Thread(target=self._follow, daemon=True,
+                                        name=f"worker {spec.arm}")
+        self._thread.start()
+
+    def _follow(self) -> None:
+        try:
+            assert self.proc.stdout is not None
+            for line in self.proc.stdout:
+                self._log.write(line)
+                self._log.flush()
+                self.tail.append(line.rstrip("\n"))
+                if line.startswith("[evals]"):
+                    self.echo(line.rstrip("\n"))
+                elif line.startswith(ASK_PREFIX):
+                    answer_line(line, self.asks_dir, self._reply)
+                elif line.startswith(BAD_INPUT_PREFIX):
+                    self.bad_input.append(line[len(BAD_INPUT_PREFIX):].strip())
+        except BaseException as exc:  # e.g. an answerer's error: raised by finish()
+            self.error = exc
+            stop_process_group(self.proc)
+        finally:
+            self.waiting.set()
+            if self.answer is not None:  # e.g. a config audit waiting for its resolution
+                self.answer({"kind": ENDED})
+
+    def _reply(self, question: dict) -> dict | None:
+        if question["kind"] == ENGINE_TURN:
+            self.waiting.set()
+            self.turn.wait()
+            return {"go": True}
+        if question["kind"] == "go":
+            self.go.wait()
+        return self.answer(question) if self.answer is not None else None
+
+    def finish(self) -> ArmLayout:
+        """Gives the worker its turn and follows it to its end. Raises RunFailed with the
+        log's last lines, or the worker's bad-input message as a UserError."""
+        self.turn.set()
+        try:
+            while self._thread.is_alive():
+                self._thread.join(0.5)
+            code = self.proc.wait()
+        except BaseException:
+            self.stop()
+            raise
+        self._log.close()
+        if self.error is not None:
+            raise self.error
+        if self.bad_input:
+            raise UserError(self.bad_input[0])
+        if code != 0:
+            last = "\n".join(f"    {line}" for line in self.tail)
+            raise RunFailed(f"arm `{self.spec.arm}` failed (worker exit code {code}); finished "
+                            f"tasks are kept in {self.layout.root} and a rerun resumes from "
+                            f"them. Last lines of {self.layout.log_path}:\n{last}")
+        return self.layout
+
+    def stop(self) -> None:
+        """Stops the worker and everything it started."""
+        stop_process_group(self.proc)
+        self.turn.set()
+        self.go.set()
+        self._thread.join(5.0)
+        self._log.close()
+
+
 def run_arm(spec: ArmSpec, echo=print, answer: Answerer | None = None, *,
             devices_env: dict[str, str] | None = None, on_start=None) -> ArmLayout:
     """Runs (or resumes, or reuses) one arm. Raises RunFailed with the log's last lines.
@@ -80,50 +197,57 @@ def run_arm(spec: ArmSpec, echo=print, answer: Answerer | None = None, *,
     (CUDA_VISIBLE_DEVICES, or a CPU core block); kept out of the spec, so where an arm ran
     does not change its content key. `on_start(proc)` is called with the worker process (a
     launcher running arms in threads stops it on Ctrl-C)."""
-    layout = ArmLayout(Path(spec.output_dir))
-    layout.root.mkdir(parents=True, exist_ok=True)
-    layout.spec_path.write_text(spec.to_json() + "\n", encoding="utf-8")
+    layout = _prepare(spec)
     if arm_is_complete(spec):
         echo(f"[evals] {spec.arm}: reusing finished results in {layout.root}")
         return layout
-    tail: deque[str] = deque(maxlen=25)
-    bad_input: list[str] = []
-    asks_dir = layout.root / "asks"
-    shutil.rmtree(asks_dir, ignore_errors=True)  # an earlier attempt's unread answers
-    with layout.log_path.open("a", encoding="utf-8") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "evals.runner.worker", str(layout.spec_path)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env={**worker_env(spec), **(devices_env or {}),
-                 **({ASK_DIR_ENV: str(asks_dir)} if answer else {})},
-            cwd=str(REPO_ROOT), text=True, errors="replace",
-            start_new_session=True, preexec_fn=terminate_with_parent)
-        if on_start is not None:
-            on_start(proc)
-        try:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                log.write(line)
-                log.flush()
-                tail.append(line.rstrip("\n"))
-                if line.startswith("[evals]"):
-                    echo(line.rstrip("\n"))
-                elif line.startswith(ASK_PREFIX) and answer is not None:
-                    answer_line(line, asks_dir, answer)
-                elif line.startswith(BAD_INPUT_PREFIX):
-                    bad_input.append(line[len(BAD_INPUT_PREFIX):].strip())
-            code = proc.wait()
-        except BaseException:
-            stop_process_group(proc)
-            raise
-    if bad_input:
-        raise UserError(bad_input[0])
-    if code != 0:
-        last = "\n".join(f"    {line}" for line in tail)
-        raise RunFailed(f"arm `{spec.arm}` failed (worker exit code {code}); finished tasks are "
-                        f"kept in {layout.root} and a rerun resumes from them. Last lines of "
-                        f"{layout.log_path}:\n{last}")
-    return layout
+    return WorkerRun(spec, echo, answer, devices_env=devices_env, on_start=on_start).finish()
+
+
+def run_arms_in_turn(specs: dict[str, ArmSpec], echo=print,
+                     answers: dict[str, Answerer | None] | None = None,
+                     after_arm=None) -> dict[str, ArmLayout]:
+    """Runs (or reuses) the arms one after another, one engine at a time, as `run_arm`
+    does. The next unfinished arm's worker starts with the one before it and imports while
+    that one imports and builds its engine; the earlier arm's go waits until the next one
+    is imported (see WorkerRun). So each later arm's ~9 s of imports leave the critical
+    path, and no import competes with a measured task. `after_arm(name)` is called as each
+    arm ends and may raise (the config audit's stop): the started workers are stopped."""
+    answers = answers or {}
+    to_run = [name for name, spec in specs.items() if not arm_is_complete(spec)]
+    workers: dict[str, WorkerRun] = {}
+    layouts: dict[str, ArmLayout] = {}
+
+    def start(name: str, turn_now: bool) -> WorkerRun:
+        workers[name] = WorkerRun(specs[name], echo, answers.get(name), turn_now=turn_now,
+                                  hold_go=name != to_run[-1])
+        return workers[name]
+
+    try:
+        for name, spec in specs.items():
+            if name not in to_run:
+                layouts[name] = _prepare(spec)
+                echo(f"[evals] {name}: reusing finished results in {layouts[name].root}")
+            else:
+                current = workers.get(name) or start(name, turn_now=True)
+                current.turn.set()  # the arm before it has ended
+                if name != to_run[-1]:  # the next arm imports while this one starts
+                    _wait(start(to_run[to_run.index(name) + 1], turn_now=False).waiting)
+                    current.go.set()
+                layouts[name] = current.finish()
+                del workers[name]
+            if after_arm is not None:
+                after_arm(name)
+    except BaseException:
+        for worker in workers.values():
+            worker.stop()
+        raise
+    return layouts
+
+
+def _wait(event: threading.Event) -> None:
+    while not event.wait(0.5):  # in slices: Ctrl-C reaches the main thread
+        pass
 
 
 def stop_process_group(proc: subprocess.Popen, timeout: float = 20.0) -> None:

@@ -20,11 +20,12 @@ from tqdm import tqdm
 
 from evals.plan.arm_spec import ArmSpec
 from evals.record.records import SPEED_RECORD
-from evals.runner.backends import open_backend
+from evals.runner.backends import import_backend, open_backend
 from evals.runner.asks import ask
-from evals.runner.launch import BAD_INPUT_PREFIX
+from evals.runner.launch import BAD_INPUT_PREFIX, ENGINE_TURN
 from evals.runner.chunk_merge import merge_chunk_samples
-from evals.runner.config_resolver import engine_arg_names
+from evals.runner.config_resolver import engine_arg_names, resolve_report
+from evals.runner.engine_lock import EngineLock
 from evals.runner.layout import ArmLayout
 from evals.runner.server import ServerFailed
 from evals.runner.task_index import local_task_names
@@ -141,6 +142,15 @@ def _run_warm_pass(spec: ArmSpec, layout: ArmLayout, lm, manager, task: str) -> 
     return {"n_items": n_items, "chunks": len(parts), "wall_seconds": round(time.time() - started, 3)}
 
 
+def _resolve_for_parent() -> None:
+    """With vLLM imported, the effective engine configs the parent's config audit asks for
+    (this arm's, maybe a reused arm's), resolved as the resolver process would
+    (evals.runner.config_resolver), and handed back."""
+    wanted = ask({"kind": "resolve"})
+    if wanted and wanted.get("arms"):
+        ask({"kind": "resolved", "reports": [resolve_report(arm) for arm in wanted["arms"]]})
+
+
 def _may_go(spec: ArmSpec) -> bool:
     """The parent's go/stop before any item (the config audit); go when nobody answers."""
     answer = ask({"kind": "go"})
@@ -184,7 +194,15 @@ def run(spec: ArmSpec) -> int:
         print(f"{BAD_INPUT_PREFIX}lm-eval knows no task named {', '.join(map(repr, unknown))} "
               f"(searched lm-eval's tasks and {', '.join(spec.include_paths)}).", flush=True)
         return 2
+    import_backend(spec.mode)
+    if spec.mode == "offline":
+        _resolve_for_parent()
+    timeline = {"started": started, "imported": time.time()}
+    ask({"kind": ENGINE_TURN}, timeout=None)  # a worker started early waits here
     with ExitStack() as stack:
+        if spec.mode in ("offline", "server"):  # held until this process exits
+            stack.enter_context(EngineLock())
+        timeline["engine_turn"] = time.time()
         say(spec, f"starting {spec.mode} model for {spec.model}")
         backend = open_backend(spec, layout, stack, ProgressLines)
         say(spec, f"model ready in {backend.engine_start_seconds:.0f} s")
@@ -203,13 +221,20 @@ def run(spec: ArmSpec) -> int:
         })
         if not _may_go(spec):
             return 0
+        timeline["go"] = time.time()
         for index, task in enumerate(pending, 1):
             _run_task(spec, layout, backend, manager, task, f"{index}/{len(pending)}")
         manifest = layout.read_manifest()
         manifest.update({
             "generation": backend.stats,
             "spec_decode": backend.spec_decode(),
-            "wall_seconds_last_run": round(time.time() - started, 3),
+            # its own work: the wait for its engine turn left out
+            "wall_seconds_last_run": round(time.time() - timeline["engine_turn"]
+                                           + timeline["imported"] - started, 3),
+            # when this run's worker started, was imported, got its engine turn, went and
+            # finished (epoch seconds): the launcher's one-engine-at-a-time, on record
+            "timeline": {**{k: round(v, 3) for k, v in timeline.items()},
+                         "finished": round(time.time(), 3)},
         })
         if spec.faults:
             manifest["faults"] = {"requested": list(spec.faults), "fired": layout.fault_tally()}

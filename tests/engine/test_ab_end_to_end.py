@@ -64,6 +64,8 @@ def test_aa_passes_and_a_killed_arm_resumes(tmp_path):
     assert "task 1/1 tiny_addition" in again.stdout  # only the unfinished task ran
     summary = read_summary(reports)
     assert summary["verdict"] == "PASS"
+    # identical arms: vLLM's once-per-process warnings are no difference between them
+    assert not any("warned for the" in note for note in summary["preflight"]["audit"]["notes"])
     assert {t["task"] for t in summary["tasks"]} == {"tiny_reviews_gen", "tiny_addition"}
     assert all(t["n"] == LIMIT for t in summary["tasks"])
     assert (run_dir / "report.html").exists() and (run_dir / "junit.xml").exists()
@@ -108,6 +110,15 @@ def test_mtp_prefix_runs_and_records_effective_configs(mtp_prefix_run):
         assert summary["arms"][arm]["model_hash"]
         assert all(t["wall_seconds"] > 0 for t in summary["arms"][arm]["tasks"].values())
     assert f"VERDICT: {summary['verdict']}" in result.stdout
+    # the launcher's turn-taking (evals.runner.launch.run_arms_in_turn), on real engines: the
+    # candidate's worker imported while the baseline ran, but built its engine only after
+    # the baseline had finished, and the baseline's items ran only once it was imported
+    base, cand = (summary["arms"][arm]["timeline"] for arm in ("baseline", "candidate"))
+    assert cand["started"] < base["finished"] <= cand["engine_turn"]
+    assert cand["imported"] <= base["go"]
+    # the audit's configs were resolved by the arms' own workers (no resolver process)
+    assert summary["preflight"]["audit"]["resolved_in"] == {"baseline": "the arm's worker",
+                                                           "candidate": "the arm's worker"}
 
 
 @pytest.fixture(scope="module")

@@ -155,7 +155,11 @@ def test_ab_stops_before_any_item_and_the_override_is_recorded(tmp_path):
     else:
         assert not list((tmp_path / "reports").rglob("samples_*.jsonl"))
     assert not list((tmp_path / "reports").rglob("candidate/lm_eval/**/samples_*.jsonl"))
-    assert not list((tmp_path / "reports").rglob("candidate/worker.log"))
+    # the candidate's worker started early to import (evals.runner.launch), but it never got
+    # its engine turn: no engine started, no manifest written
+    logs = list((tmp_path / "reports").rglob("candidate/worker.log"))
+    assert all("candidate: starting" not in log.read_text() for log in logs)
+    assert not list((tmp_path / "reports").rglob("candidate/manifest.json"))
 
     allowed = run_cli("ab", config.source, "--reports", str(tmp_path / "reports"),
                       "--allow-undeclared-diff")

@@ -117,12 +117,15 @@ def test_transformers_vs_an_endpoint_with_an_api_key(tmp_path, monkeypatch):
     that demands an API key. The key comes from the environment and is written nowhere."""
     import os
 
+    from evals.runner.engine_lock import EngineLock
     from evals.runner.server import SERVED_NAME, VllmServer
 
     secret = "sk-evals-test-9f3a1c"
     env = {**os.environ, **CPU_ENV, "HF_HUB_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
-    with VllmServer(str(MODEL), {**ENGINE, "api_key": secret}, tmp_path / "external.log",
-                    seed=1234, env=env) as server:
+    # the external engine takes its turn like an arm's (evals.runner.engine_lock); the
+    # Transformers arm beside it takes none
+    with EngineLock(), VllmServer(str(MODEL), {**ENGINE, "api_key": secret},
+                                  tmp_path / "external.log", seed=1234, env=env) as server:
         config = write_config(
             tmp_path, "cross", {"mode": "hf", "engine": {"dtype": "bfloat16"}},
             {"mode": "endpoint", "base_url": f"{server.base_url}/v1",
