@@ -30,15 +30,21 @@ ENGINE = {"dtype": "bfloat16", "max_model_len": 1024, "enforce_eager": True,
 ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 
 
-def one_run(folder: Path, limit: int) -> dict:
+def write_aa_config(folder: Path, limit: int, name: str) -> Path:
+    """An A/A config of the shipped model: two tasks, the engine tests' settings."""
     config = {
-        "name": "bench-overlap", "model": str(ROOT / "models" / "tiny-reviews"),
+        "name": name, "model": str(ROOT / "models" / "tiny-reviews"),
         "tasks": [{"name": "tiny_reviews_gen", "metric": "exact_match"},
                   {"name": "tiny_addition", "metric": "exact_match"}],
         "limit": limit, "seed": 1234, "expect_identical_arms": True, "intended_change": [],
         "arms": {arm: {"engine": ENGINE, "env": ENV} for arm in ("baseline", "candidate")}}
     path = folder / "aa.yaml"
     path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    return path
+
+
+def one_run(folder: Path, limit: int) -> dict:
+    path = write_aa_config(folder, limit, "bench-overlap")
     reports = folder / "reports"
     done = subprocess.run([sys.executable, "-m", "evals", "ab", str(path), "--reports",
                            str(reports), "--store", str(folder / "store"), "--fresh"],

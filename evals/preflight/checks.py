@@ -29,7 +29,8 @@ from evals.paths import ANY_VLLM_ENV, ARMS, ENGINE_VLLM
 from evals.runner.asks import Answerer
 from evals.runner.config_resolver import (RESOLVABLE_MODES, from_report, recorded_arms,
                                           resolution_env, resolve_arms, resolver_input)
-from evals.runner.launch import ENDED, arm_is_complete
+from evals.runner.asks import ENDED, GO, RESOLVE, RESOLVED
+from evals.runner.launch import arm_is_complete
 from evals.runner.layout import ArmLayout
 from evals.runner.task_index import unknown_tasks
 
@@ -166,9 +167,9 @@ class ResolvedInWorkers:
     def answerer(self, arm: str, other: Answerer | None) -> Answerer:
         def answer(question: dict):
             kind = question["kind"]
-            if kind == "resolve" and arm in self.hosts:
+            if kind == RESOLVE and arm in self.hosts:
                 return {"arms": [resolver_input(self.specs[a]) for a in self.hosts[arm]]}
-            if kind == "resolved" and arm in self.hosts:
+            if kind == RESOLVED and arm in self.hosts:
                 with self._changed:
                     for name, report in zip(self.hosts[arm], question["reports"]):
                         self._found[name] = from_report(
@@ -255,7 +256,7 @@ class AuditWhileStarting:
     def answerer(self, other: Answerer | None) -> Answerer:
         """Answers "go" when the audit has finished; passes other questions on."""
         def answer(question: dict) -> dict:
-            if question["kind"] == "go":
+            if question["kind"] == GO:
                 self._thread.join()
                 return {"go": self.error is None}
             return other(question) if other else {}

@@ -18,7 +18,7 @@ from evals.paths import ARMS
 from evals.pair.metric_scale import pair_normalised
 from evals.record.records import SPEED_RECORD
 from evals.run.reuse import reuse_finished_tasks
-from evals.runner.asks import Answerer
+from evals.runner.asks import LOOK, Answerer
 from evals.runner.launch import arm_is_complete, run_arms_in_turn
 from evals.runner.layout import ArmLayout
 from evals.pair.samples import read_output_dir
@@ -77,7 +77,7 @@ class Looks:
         self.last: dict[str, SequentialSummary] = {}
 
     def __call__(self, question: dict) -> dict:
-        if question["kind"] != "look":
+        if question["kind"] != LOOK:
             return {"go": True}
         task, n_items = question["task"], int(question["n_items"])
         spec = next(t for t in self.config.tasks if t.name == task)

@@ -25,6 +25,14 @@ from evals.atomic_files import write_json_atomic
 ASK_PREFIX = "[evals-ask] "
 ASK_DIR_ENV = "EVALS_ASK_DIR"
 
+# The questions' kinds, in the order a worker asks them
+RESOLVE = "resolve"  # which configs to resolve for the config audit (an offline worker)
+RESOLVED = "resolved"  # here they are
+ENGINE_TURN = "engine"  # once imported, before it builds its model: may it?
+GO = "go"  # its engine is ready, before its first item: go or stop?
+LOOK = "look"  # after each chunk of a sequential run: stop early?
+ENDED = "ended"  # not a question: the launcher tells the answerer the worker's output ended
+
 Answerer = Callable[[dict], dict]
 _ids = itertools.count(1)
 

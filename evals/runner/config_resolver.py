@@ -30,9 +30,8 @@ from dataclasses import dataclass
 
 from evals.plan.arm_spec import ArmSpec
 from evals.runner.effective_config import flatten_vllm_config
-from evals.paths import REPO_ROOT
 from evals.faults.catalog import ENV_VAR as FAULTS_ENV
-from evals.runner.launch import FAULT_TALLY_ENV, stop_process_group, worker_env
+from evals.runner.launch import FAULT_TALLY_ENV, start_python, stop_process_group, worker_env
 
 RESULT_PREFIX = "[evals-config-audit] "
 RESOLVABLE_MODES = ("offline", "server")  # endpoint and hf arms have no vLLM engine config
@@ -220,11 +219,9 @@ def resolve_arms(specs: dict[str, ArmSpec], *, timeout: float = DEFAULT_TIMEOUT
     try:
         for env, names in groups.values():
             payload = json.dumps([resolver_input(specs[n]) for n in names], default=str)
-            procs.append((names, subprocess.Popen(
-                [sys.executable, "-m", "evals.runner.config_resolver", payload],
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=env, cwd=str(REPO_ROOT), text=True, errors="replace",
-                start_new_session=True)))
+            procs.append((names, start_python(
+                ["-m", "evals.runner.config_resolver", payload], env, forkable=True,
+                echo=lambda line: None, label="config audit")))
         for names, proc in procs:
             try:
                 output, _ = proc.communicate(timeout=max(1.0, started + timeout - time.time()))

@@ -24,7 +24,10 @@ from evals.errors import RunFailed, UserError
 from evals.paths import REPO_ROOT
 from evals.faults.catalog import ENV_VAR as FAULTS_ENV
 from evals.faults.catalog import encode_env
-from evals.runner.asks import ASK_DIR_ENV, ASK_PREFIX, Answerer, answer_line
+from evals.runner import fork_server
+from evals.runner.asks import (ASK_DIR_ENV, ASK_PREFIX, ENDED, ENGINE_TURN, GO, Answerer,
+                               answer_line)
+from evals.runner.backends import BACKEND_MODULES
 from evals.runner.layout import ArmLayout
 
 BAD_INPUT_PREFIX = "[evals-bad-input] "  # the worker's marker for a bad-input message
@@ -71,8 +74,29 @@ def terminate_with_parent() -> None:
 
 
 WORKER = ["-m", "evals.runner.worker"]  # run by this interpreter, with the arm's spec path
-ENGINE_TURN = "engine"  # the worker's question once imported, before it builds its model
-ENDED = "ended"  # told to the arm's answerer when its worker's output ends
+# An offline worker's imports, done once by a fork server (evals.runner.fork_server) when
+# EVALS_FORK_SERVER is set
+FORK_MODULES = ("lm_eval.tasks", "lm_eval.evaluator", BACKEND_MODULES["offline"],
+                "evals.runner.backends", "evals.runner.config_resolver",
+                "evals.runner.chunk_merge", "evals.pair.samples", "evals.plan.schedule")
+
+
+def start_python(argv: list[str], env: dict[str, str], *, forkable: bool, echo=print,
+                 label: str = ""):
+    """`python ARGV` in its own session, output (stdout and stderr) in one text pipe. With
+    `forkable` and EVALS_FORK_SERVER set, forked from a fork server that has vLLM and
+    lm-eval imported (evals.runner.fork_server; a `ForkedProcess`), else a fresh
+    interpreter (a `subprocess.Popen`); either dies with its parent."""
+    folder = os.environ.get(fork_server.FORK_SERVER_ENV)
+    if forkable and folder and argv[:1] == ["-m"]:
+        try:
+            return fork_server.fork(folder, argv, env, str(REPO_ROOT), modules=FORK_MODULES)
+        except fork_server.ForkServerUnavailable as exc:
+            echo(f"[evals] {label}: not forked ({exc}); starting a fresh interpreter")
+    return subprocess.Popen(
+        [sys.executable, *argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL, env=env, cwd=str(REPO_ROOT), text=True, errors="replace",
+        start_new_session=True, preexec_fn=terminate_with_parent)
 
 
 def _prepare(spec: ArmSpec) -> ArmLayout:
@@ -110,12 +134,10 @@ class WorkerRun:
         self.asks_dir = self.layout.root / "asks"
         shutil.rmtree(self.asks_dir, ignore_errors=True)  # an earlier attempt's unread answers
         self._log = self.layout.log_path.open("a", encoding="utf-8")
-        self.proc = subprocess.Popen(
-            [sys.executable, *WORKER, str(self.layout.spec_path)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env={**worker_env(spec), **(devices_env or {}), ASK_DIR_ENV: str(self.asks_dir)},
-            cwd=str(REPO_ROOT), text=True, errors="replace",
-            start_new_session=True, preexec_fn=terminate_with_parent)
+        self.proc = start_python(
+            [*WORKER, str(self.layout.spec_path)],
+            {**worker_env(spec), **(devices_env or {}), ASK_DIR_ENV: str(self.asks_dir)},
+            forkable=spec.mode == "offline", echo=echo, label=spec.arm)
         if on_start is not None:
             on_start(self.proc)
         self._thread = threading.Thread(target=self._follow, daemon=True,
@@ -148,7 +170,7 @@ class WorkerRun:
             self.waiting.set()
             self.turn.wait()
             return {"go": True}
-        if question["kind"] == "go":
+        if question["kind"] == GO:
             self.go.wait()
         return self.answer(question) if self.answer is not None else None
 

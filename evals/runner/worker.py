@@ -10,6 +10,7 @@ vLLM actually used. Progress lines go to stdout with the prefix `[evals]`.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import time
@@ -21,11 +22,12 @@ from tqdm import tqdm
 from evals.plan.arm_spec import ArmSpec
 from evals.record.records import SPEED_RECORD
 from evals.runner.backends import import_backend, open_backend
-from evals.runner.asks import ask
-from evals.runner.launch import BAD_INPUT_PREFIX, ENGINE_TURN
+from evals.runner.asks import ENGINE_TURN, GO, LOOK, RESOLVE, RESOLVED, ask
+from evals.runner.launch import BAD_INPUT_PREFIX
 from evals.runner.chunk_merge import merge_chunk_samples
 from evals.runner.config_resolver import engine_arg_names, resolve_report
 from evals.runner.engine_lock import EngineLock
+from evals.runner.fork_server import FORKED_ENV
 from evals.runner.layout import ArmLayout
 from evals.runner.server import ServerFailed
 from evals.runner.task_index import local_task_names
@@ -104,7 +106,7 @@ def _run_chunked(spec: ArmSpec, layout: ArmLayout, lm, manager, task: str) -> di
             layout.mark_chunk_done(chunk_dir, len(part))
         merge_chunk_samples(layout, task, k + 1)
         if seq.get("look"):
-            answer = ask({"kind": "look", "task": task, "chunks": k + 1, "n_items": n_items})
+            answer = ask({"kind": LOOK, "task": task, "chunks": k + 1, "n_items": n_items})
             if answer is None:
                 continue
             if answer.get("error"):
@@ -146,14 +148,14 @@ def _resolve_for_parent() -> None:
     """With vLLM imported, the effective engine configs the parent's config audit asks for
     (this arm's, maybe a reused arm's), resolved as the resolver process would
     (evals.runner.config_resolver), and handed back."""
-    wanted = ask({"kind": "resolve"})
+    wanted = ask({"kind": RESOLVE})
     if wanted and wanted.get("arms"):
-        ask({"kind": "resolved", "reports": [resolve_report(arm) for arm in wanted["arms"]]})
+        ask({"kind": RESOLVED, "reports": [resolve_report(arm) for arm in wanted["arms"]]})
 
 
 def _may_go(spec: ArmSpec) -> bool:
     """The parent's go/stop before any item (the config audit); go when nobody answers."""
-    answer = ask({"kind": "go"})
+    answer = ask({"kind": GO})
     if answer is None or answer.get("go"):
         return True
     say(spec, "stopped before any item ran: the config audit did not pass")
@@ -235,6 +237,8 @@ def run(spec: ArmSpec) -> int:
             # finished (epoch seconds): the launcher's one-engine-at-a-time, on record
             "timeline": {**{k: round(v, 3) for k, v in timeline.items()},
                          "finished": round(time.time(), 3)},
+            # forked from a fork server with vLLM imported (evals.runner.fork_server)
+            "forked": FORKED_ENV in os.environ,
         })
         if spec.faults:
             manifest["faults"] = {"requested": list(spec.faults), "fired": layout.fault_tally()}
@@ -301,8 +305,6 @@ def exit_now(code: int) -> None:
     when the engine ran in this process: vLLM's exit handlers and freeing the engine took
     ~3.4 s per arm on the 2-core CPU machine and keep nothing. With children alive (vLLM's
     engine-core processes) the ordinary exit runs, so vLLM stops them itself."""
-    import os
-
     import psutil
 
     sys.stdout.flush()

@@ -1,6 +1,9 @@
 """End-to-end tests on real vLLM engines (CPU) with the shipped tiny model and real lm-eval.
 
-Engines start one at a time (the runner guarantees it). The tests share what they can:
+Engines start one at a time (the runner guarantees it). Every offline arm's worker is
+forked from a server that has already imported vLLM and lm-eval (`EVALS_FORK_SERVER`,
+evals.runner.fork_server): about 10 CPU-seconds less per arm; one test runs its arms as
+fresh interpreters, the default. The tests share what they can:
 one run store for the session (`EVALS_STORE`), so an arm that an earlier test already ran
 with the same content key (model, engine arguments, environment, task, limit, seed) is
 reused instead of started again; one item count (`engine_helpers.LIMIT`); one degraded
@@ -14,6 +17,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from engine_helpers import ENGINE, MODEL, run_cli, write_config
+
+from evals.runner.fork_server import FORK_SERVER_ENV, stop_servers
 
 ALL_TASKS = [{"name": "tiny_reviews_gen", "metric": "exact_match"},
              {"name": "tiny_reviews_shared_prefix", "metric": "exact_match"},
@@ -32,6 +37,18 @@ def shared_store(tmp_path_factory):
     patch = pytest.MonkeyPatch()
     patch.setenv("EVALS_STORE", str(store))
     yield store
+    patch.undo()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fork_servers(tmp_path_factory):
+    """The session's fork servers' folder: every `ab` forks its offline workers from them.
+    They are stopped when the session ends (else they would end after 10 idle minutes)."""
+    folder = tmp_path_factory.mktemp("forks")
+    patch = pytest.MonkeyPatch()
+    patch.setenv(FORK_SERVER_ENV, str(folder))
+    yield folder
+    stop_servers(folder)
     patch.undo()
 
 

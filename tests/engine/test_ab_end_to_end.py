@@ -16,34 +16,41 @@ import pytest
 from engine_helpers import (ENGINE, LIMIT, REPO, read_summary, run_cli, save_artifact,
                             write_config)
 
+from evals.runner.asks import ASK_PREFIX
+from evals.runner.fork_server import FORK_SERVER_ENV
+
 REVIEWS_AND_ADDITION = [{"name": "tiny_reviews_gen", "metric": "exact_match"},
                         {"name": "tiny_addition", "metric": "exact_match"}]
 PLAIN = {"engine": {**ENGINE, "enable_prefix_caching": False}}  # the shared baseline
 
 
-def _worker_pids(arm_spec: Path) -> list[int]:
-    out = subprocess.run(["pgrep", "-f", f"evals.runner.worker {arm_spec}"],
-                         capture_output=True, text=True)
-    return [int(p) for p in out.stdout.split()]
+def _worker_pids(arm_dir: Path) -> list[int]:
+    """The worker's pid, from its questions in its log (`{"id": "PID-N", ...}`)."""
+    log = arm_dir / "worker.log"
+    asks = [line for line in log.read_text(encoding="utf-8").splitlines()
+            if line.startswith(ASK_PREFIX)] if log.exists() else []
+    return sorted({int(json.loads(line[len(ASK_PREFIX):])["id"].split("-")[0])
+                   for line in asks})
 
 
 def test_aa_passes_and_a_killed_arm_resumes(tmp_path):
     """A/A exits 0. The candidate worker is SIGKILLed after its first task: the run exits 4,
-    keeps the baseline and the finished task, and the rerun reuses both."""
+    keeps the baseline and the finished task, and the rerun reuses both. The first run
+    starts its workers as fresh interpreters (no fork server: the default launch)."""
     config = write_config(tmp_path, "aa", PLAIN, PLAIN, tasks=REVIEWS_AND_ADDITION,
                           expect_identical_arms=True)
     reports = tmp_path / "reports"
     store = str(tmp_path / "store")  # its own: both arms must really run
+    env = {k: v for k, v in os.environ.items() if k != FORK_SERVER_ENV}
     proc = subprocess.Popen([sys.executable, "-m", "evals", "ab", str(config), "--reports",
                              str(reports), "--store", store], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.time() + 900
     killed = False
     while time.time() < deadline and proc.poll() is None:
         markers = list(reports.glob("*/arms/candidate/tasks/tiny_reviews_gen.json"))
         if markers:
-            spec = markers[0].parent.parent / "spec.json"
-            for pid in _worker_pids(spec):
+            for pid in _worker_pids(markers[0].parent.parent):
                 os.killpg(os.getpgid(pid), signal.SIGKILL)
                 killed = True
             if killed:
@@ -54,6 +61,8 @@ def test_aa_passes_and_a_killed_arm_resumes(tmp_path):
     assert proc.returncode == 4, (out, err)
     assert "Traceback" not in err
     run_dir = next(reports.glob("*/arms")).parent
+    baseline = json.loads((run_dir / "arms/baseline/manifest.json").read_text("utf-8"))
+    assert baseline["forked"] is False  # a fresh interpreter
     assert (run_dir / "arms/baseline/tasks/tiny_addition.json").exists()
     assert (run_dir / "arms/candidate/tasks/tiny_reviews_gen.json").exists()
     assert not (run_dir / "arms/candidate/tasks/tiny_addition.json").exists()
@@ -116,6 +125,9 @@ def test_mtp_prefix_runs_and_records_effective_configs(mtp_prefix_run):
     base, cand = (summary["arms"][arm]["timeline"] for arm in ("baseline", "candidate"))
     assert cand["started"] < base["finished"] <= cand["engine_turn"]
     assert cand["imported"] <= base["go"]
+    # both workers were forked from the session's fork server (tests/engine/conftest.py),
+    # which had imported vLLM and lm-eval for them
+    assert all(summary["arms"][arm]["forked"] for arm in ("baseline", "candidate"))
     # the audit's configs were resolved by the arms' own workers (no resolver process)
     assert summary["preflight"]["audit"]["resolved_in"] == {"baseline": "the arm's worker",
                                                            "candidate": "the arm's worker"}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from evals.plan.arm_spec import ArmSpec
 from evals.preflight.checks import ResolvedInWorkers
-from evals.runner.launch import ENDED
+from evals.runner.asks import ENDED
 from evals.runner.layout import ArmLayout
 
 REPORT = {"effective": {"cache.block_size": 16}, "error": None, "engine_arg_names": ["seed"],

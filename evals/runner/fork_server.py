@@ -1,0 +1,451 @@
+"""Workers forked from a process that has already imported vLLM and lm-eval.
+
+Importing vLLM and lm-eval costs about 10 CPU-seconds per process on a 2-core machine, and
+every arm's worker paid it again: two per `ab` run, one per arm of a study or a canary,
+dozens in a test session. With `EVALS_FORK_SERVER=DIR`, the launcher asks a fork server
+in DIR for each offline arm's worker instead of starting a fresh interpreter. The server
+imports once; for each request it forks a child that runs `python -m MODULE ARGS` as a
+fresh interpreter would: the arm's own environment, working directory and output pipe,
+its own session (process group), and it dies with the server.
+
+A server serves only requests whose environment equals the one it imported under, except
+for the variables read only after the worker starts (`is_late`: the suite's own `EVALS_*`
+variables - the ask folder, the canary's faults, the engine lock, the store - and pytest's
+per-test `PYTEST_CURRENT_TEST`); another environment starts another server. A folder keeps
+at most MAX_SERVERS (each holds ~0.8 GB of imported libraries): starting one more retires
+the least recently used, which takes no new request and ends when its children have ended.
+The request's connection is the child's lifetime: if the launcher goes away, the server
+stops the child; when the child ends, the server sends its exit code. A server ends after
+IDLE_SECONDS with neither a child nor a request, on SIGTERM (`stop_servers`), or when DIR
+is removed. Children are forked from a single-threaded Python process after `gc.freeze()`;
+vLLM itself forks its workers from the same imported state.
+
+The socket is in Linux's abstract namespace (no path length limit, nothing left behind),
+named after DIR and the key; the server serves only processes of its own user (checked
+with SO_PEERCRED). DIR holds each server's pid file (touched at each request: the
+least recently used), log and start lock.
+
+`python -m evals.runner.fork_server DIR KEY MODULES_JSON` runs a server (the launcher
+starts it; nobody runs it by hand).
+"""
+
+from __future__ import annotations
+
+import atexit
+import fcntl
+import gc
+import hashlib
+import importlib
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+FORK_SERVER_ENV = "EVALS_FORK_SERVER"  # a folder: fork offline workers from a server there
+FORKED_ENV = "EVALS_FORKED"  # set in a forked child: the server's pid
+IDLE_SECONDS = 300.0
+MAX_SERVERS = 3  # per folder
+START_TIMEOUT = 60.0  # for the server's socket to appear (its imports come after)
+IMPORT_TIMEOUT = 900.0  # for its first fork, after its imports
+STOP_GRACE = 20.0  # SIGTERM, then SIGKILL, for a child whose launcher went away
+_MAX_MESSAGE = 1 << 20
+
+
+class ForkServerUnavailable(RuntimeError):
+    """The server could not be reached or started; the launcher starts a fresh interpreter."""
+
+
+def is_late(name: str) -> bool:
+    """A variable nothing reads while the server imports: the suite reads its own `EVALS_*`
+    variables when it uses them, and pytest sets `PYTEST_CURRENT_TEST` anew for each test."""
+    return name.startswith("EVALS_") or name == "PYTEST_CURRENT_TEST"
+
+
+def server_key(env: dict[str, str], modules: tuple[str, ...]) -> str:
+    """Which server may fork a child with `env`: equal for environments that differ only in
+    late variables, and for the same imported modules and interpreter."""
+    early = {k: v for k, v in env.items() if not is_late(k)}
+    blob = json.dumps([sys.executable, list(modules), sorted(early.items())])
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+# ---- the launcher's side ----
+
+class ForkedProcess:
+    """A forked child, as much of `subprocess.Popen` as the launcher uses: `pid`, `stdout`
+    (text), `returncode`, `poll()` and `wait(timeout)`. Its pid leads its own process group."""
+
+    def __init__(self, conn: socket.socket, pid: int, stdout, server_pid: int):
+        self._conn, self.pid, self.stdout, self.server_pid = conn, pid, stdout, server_pid
+        self.returncode: int | None = None
+        self.args = ["fork", str(server_pid)]
+
+    def poll(self) -> int | None:
+        if self.returncode is None and select.select([self._conn], [], [], 0)[0]:
+            self._read_exit()
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            if not select.select([self._conn], [], [], timeout)[0]:
+                raise subprocess.TimeoutExpired(self.args, timeout)
+            self._read_exit()
+        assert self.returncode is not None
+        return self.returncode
+
+    def communicate(self, timeout: float | None = None) -> tuple[str, None]:
+        """All of the child's output, once it has ended (as Popen's, stdout only)."""
+        deadline = None if timeout is None else time.time() + timeout
+        fd, chunks = self.stdout.fileno(), []
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.time())
+            if not select.select([fd], [], [], left)[0]:
+                raise subprocess.TimeoutExpired(self.args, timeout)
+            data = os.read(fd, 1 << 16)
+            if not data:
+                break
+            chunks.append(data)
+        self.stdout.close()
+        self.wait(None if deadline is None else max(0.1, deadline - time.time()))
+        return b"".join(chunks).decode("utf-8", "replace"), None
+
+    def _read_exit(self) -> None:
+        message = self._conn.recv(_MAX_MESSAGE)
+        # the server gone without an exit code: its children got SIGTERM with it
+        self.returncode = json.loads(message)["exit"] if message else -signal.SIGTERM
+        self._conn.close()
+
+
+def fork(folder: str | Path, argv: list[str], env: dict[str, str], cwd: str, *,
+         modules: tuple[str, ...]) -> ForkedProcess:
+    """Starts `python ARGV` (`["-m", MODULE, ...]`) as a child of the fork server in `folder`
+    that has imported `modules` under `env` (started here if there is none yet). Its stdout
+    and stderr go to one pipe, read from the returned process's `stdout`. Raises
+    ForkServerUnavailable when no server can fork it."""
+    if argv[:1] != ["-m"] or len(argv) < 2:
+        raise ForkServerUnavailable(f"only `-m MODULE` commands are forked, not {argv[:2]}")
+    folder = Path(folder)
+    key = server_key(env, modules)
+    conn = _connect(folder, key, {k: v for k, v in env.items() if not is_late(k)}, cwd,
+                    modules)
+    read_end, write_end = os.pipe()
+    try:
+        request = {"argv": argv, "env": env, "cwd": cwd}
+        socket.send_fds(conn, [json.dumps(request).encode()], [write_end])
+    except OSError as exc:
+        os.close(read_end)
+        conn.close()
+        raise ForkServerUnavailable(f"the fork server in {folder} did not take the request: "
+                                    f"{exc}") from exc
+    finally:
+        os.close(write_end)
+    if select.select([conn], [], [], IMPORT_TIMEOUT)[0]:  # the first request: after imports
+        message = conn.recv(_MAX_MESSAGE)
+        reply = json.loads(message) if message else {
+            "error": f"the fork server exited before forking; see {folder / key}.log"}
+    else:
+        reply = {"error": f"the fork server did not fork in {IMPORT_TIMEOUT:.0f} s"}
+    if "pid" not in reply:
+        os.close(read_end)
+        conn.close()
+        raise ForkServerUnavailable(reply["error"])
+    stdout = open(read_end, encoding="utf-8", errors="replace")  # noqa: SIM115 - closed by EOF
+    return ForkedProcess(conn, reply["pid"], stdout, reply["server"])
+
+
+def _address(folder: Path, key: str) -> str:
+    """The server's abstract socket name (a leading NUL: no file, no path length limit)."""
+    digest = hashlib.sha256(f"{folder.resolve()}\0{key}".encode()).hexdigest()[:32]
+    return f"\0evals-fork-{digest}"
+
+
+def _connect(folder: Path, key: str, env: dict[str, str], cwd: str,
+             modules: tuple[str, ...]) -> socket.socket:
+    address = _address(folder, key)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f"{key}.lock", "a") as lock:  # one starter per key
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        conn = _try_connect(address)
+        if conn is not None:
+            return conn
+        _retire_least_recent(folder, keep=MAX_SERVERS - 1)
+        with open(folder / f"{key}.log", "ab") as log:
+            server = subprocess.Popen(
+                [sys.executable, "-m", "evals.runner.fork_server", str(folder), key,
+                 json.dumps(list(modules))],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                cwd=cwd, start_new_session=True)  # outlives this launcher
+        deadline = time.time() + START_TIMEOUT
+        while time.time() < deadline:
+            conn = _try_connect(address)
+            if conn is not None:
+                return conn
+            if server.poll() is not None:
+                raise ForkServerUnavailable(f"the fork server exited with code "
+                                            f"{server.returncode}; see {folder / key}.log")
+            time.sleep(0.05)
+        server.kill()
+        raise ForkServerUnavailable(f"the fork server did not listen in {START_TIMEOUT:.0f} s")
+
+
+def _try_connect(address: str) -> socket.socket | None:
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        conn.connect(address)
+    except OSError:
+        conn.close()
+        return None
+    return conn
+
+
+def _retire_least_recent(folder: Path, keep: int) -> None:
+    """SIGUSR1 to all but the `keep` most recently used servers: each stops taking requests
+    and ends when its children have ended."""
+    def last_used(pid_file: Path) -> float:
+        try:
+            return pid_file.stat().st_mtime
+        except OSError:
+            return 0.0
+
+    for pid_file in sorted(folder.glob("*.pid"), key=last_used, reverse=True)[keep:]:
+        try:
+            pid = int(pid_file.read_text())
+            pid_file.unlink()
+            os.kill(pid, signal.SIGUSR1)
+        except (OSError, ValueError):
+            pass
+
+
+def stop_servers(folder: str | Path) -> int:
+    """SIGTERM to every server in `folder` (each stops its children); how many there were."""
+    stopped = 0
+    for pid_file in Path(folder).glob("*.pid"):
+        try:
+            os.kill(int(pid_file.read_text()), signal.SIGTERM)
+            stopped += 1
+        except (OSError, ValueError):
+            pass
+    return stopped
+
+
+# ---- the server ----
+
+class _Stop(Exception):
+    pass
+
+
+def _on_sigterm(signum, frame):
+    raise _Stop()
+
+
+_retiring: list[bool] = []
+
+
+def _on_sigusr1(signum, frame):
+    _retiring.append(True)
+
+
+def serve(folder: Path, key: str, modules: list[str]) -> int:
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    signal.signal(signal.SIGUSR1, _on_sigusr1)
+    listener: socket.socket | None = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(_address(folder, key))
+    listener.listen(16)
+    pid_file = folder / f"{key}.pid"
+    pid_file.write_text(str(os.getpid()))
+    children: dict[int, socket.socket | None] = {}  # pid -> its launcher's connection
+    waiting: list[socket.socket] = []  # connections whose request has not come yet
+    doomed: dict[int, float] = {}  # pid -> when to SIGKILL (its launcher went away)
+    try:
+        started = time.time()
+        for module in modules:
+            importlib.import_module(module)
+        gc.collect()
+        gc.freeze()  # the children's copy-on-write pages stay shared
+        print(f"imported {len(modules)} modules in {time.time() - started:.1f} s", flush=True)
+        idle_since = time.time()
+        while folder.is_dir():
+            if _retiring and listener is not None:  # no new requests; end with the children
+                listener.close()
+                listener = None
+            watched = [*([listener] if listener is not None else []), *waiting,
+                       *(c for c in children.values() if c is not None)]
+            for conn in select.select(watched, [], [], 0.5)[0]:
+                if conn is listener:
+                    try:
+                        new, _ = listener.accept()
+                    except OSError:  # the client gave up
+                        continue
+                    if _peer_uid(new) == os.getuid():
+                        waiting.append(new)
+                    else:  # another user's process: never fork for it
+                        new.close()
+                elif conn in waiting:
+                    waiting.remove(conn)
+                    pid = _serve_request(conn, listener, waiting, children)
+                    if pid is not None:
+                        children[pid] = conn
+                        _touch(pid_file)
+                else:  # its launcher went away while the child runs: stop the child
+                    pid = next(p for p, c in children.items() if c is conn)
+                    conn.close()
+                    children[pid] = None
+                    _signal_group(pid, signal.SIGTERM)
+                    doomed[pid] = time.time() + STOP_GRACE
+            _reap(children, doomed)
+            for pid, when in list(doomed.items()):
+                if time.time() > when:
+                    _signal_group(pid, signal.SIGKILL)
+            if children or waiting:
+                idle_since = time.time()
+            elif _retiring or time.time() - idle_since > IDLE_SECONDS:
+                break
+    except _Stop:
+        pass
+    finally:
+        for pid in children:
+            _signal_group(pid, signal.SIGTERM)
+        if listener is not None:
+            listener.close()
+        if not _retiring:  # a retired server's pid file is already gone
+            pid_file.unlink(missing_ok=True)
+    return 0
+
+
+def _peer_uid(conn: socket.socket) -> int:
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", creds)[1]  # pid, uid, gid
+
+
+def _touch(path: Path) -> None:
+    try:
+        os.utime(path)
+    except OSError:  # retired meanwhile
+        pass
+
+
+def _serve_request(conn: socket.socket, listener: socket.socket | None, waiting: list,
+                   children: dict) -> int | None:
+    try:
+        message, fds, _, _ = socket.recv_fds(conn, _MAX_MESSAGE, 1)
+    except OSError:
+        message, fds = b"", []
+    if not message or len(fds) != 1:
+        for fd in fds:
+            os.close(fd)
+        conn.close()
+        return None
+    request = json.loads(message)
+    sys.stdout.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        code = 70
+        try:
+            if listener is not None:
+                listener.close()
+            for other in [conn, *waiting, *children.values()]:
+                if other is not None:
+                    other.close()
+            code = _run_child(request, fds[0])
+        except BaseException:  # noqa: BLE001 - reported in the child's own output
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    os.close(fds[0])  # only the child writes to the pipe: its reader sees EOF at its end
+    try:
+        conn.send(json.dumps({"pid": pid, "server": os.getpid()}).encode())
+    except OSError:  # its launcher is gone already: the loop sees it and stops the child
+        pass
+    return pid
+
+
+def _run_child(request: dict, out_fd: int) -> int:
+    """In the forked child: becomes `python ARGV` with the request's environment, working
+    directory and output. Returns its exit code."""
+    import runpy
+
+    from evals.runner.launch import terminate_with_parent
+
+    os.setsid()
+    terminate_with_parent()  # dies with the server
+    # the signal handling of a fresh interpreter, not the server's
+    for sig in (signal.SIGTERM, signal.SIGUSR1, signal.SIGCHLD):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(out_fd, 1)
+    os.dup2(out_fd, 2)
+    os.close(devnull)
+    os.close(out_fd)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.environ[FORKED_ENV] = str(os.getppid())
+    module, args = request["argv"][1], request["argv"][2:]
+    sys.argv = ["-m", *args]
+    try:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+        code = 0
+    except SystemExit as exc:
+        code = _exit_code(exc.code)
+    except BaseException:  # noqa: BLE001 - as the interpreter: traceback, exit code 1
+        traceback.print_exc()
+        code = 1
+    atexit._run_exitfuncs()  # as the interpreter would at exit
+    return code
+
+
+def _exit_code(value) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, int):
+        return value
+    print(value, file=sys.stderr)
+    return 1
+
+
+def _reap(children: dict, doomed: dict) -> None:
+    while children:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        conn = children.pop(pid, None)
+        doomed.pop(pid, None)
+        if conn is not None:
+            try:
+                conn.send(json.dumps({"exit": os.waitstatus_to_exitcode(status)}).encode())
+            except OSError:
+                pass
+            conn.close()
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 3:
+        print("usage: python -m evals.runner.fork_server DIR KEY MODULES_JSON", file=sys.stderr)
+        return 2
+    return serve(Path(argv[0]), argv[1], json.loads(argv[2]))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

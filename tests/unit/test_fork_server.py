@@ -1,0 +1,240 @@
+"""The fork server (evals.runner.fork_server) with real processes and a stand-in module
+instead of vLLM: a forked child runs as `python -m MODULE ARGS` would, with the request's
+environment, working directory and output; the server imports its modules once for many
+children; environments that differ in an early variable get their own server; a child
+whose launcher dies is stopped; a server that cannot import tells the launcher so.
+tests/engine runs every offline arm's worker through it on real engines."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from evals.runner import fork_server
+from evals.runner.fork_server import ForkServerUnavailable, fork, server_key, stop_servers
+
+REPO = Path(__file__).resolve().parents[2]
+
+PRELOADED = """
+import os, time
+with open(os.environ["IMPORT_LOG"], "a") as log:
+    log.write(f"{os.getpid()}\\n")
+"""
+
+STAND_IN = """
+import json, os, sys, time
+mode = sys.argv[1]
+if mode == "sleep":
+    print("sleeping", flush=True)
+    time.sleep(120)
+print(json.dumps({"argv": sys.argv[1:], "cwd": os.getcwd(), "name": __name__,
+                  "answer": os.environ.get("ANSWER"), "forked": os.environ.get("EVALS_FORKED"),
+                  "pid": os.getpid(), "pgid": os.getpgid(0),
+                  "preloaded": "preloaded_mod" in sys.modules}), flush=True)
+print("to stderr", file=sys.stderr, flush=True)
+sys.exit(int(sys.argv[2]))
+"""
+
+
+@pytest.fixture
+def setup(tmp_path):
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "preloaded_mod.py").write_text(PRELOADED)
+    (code / "stand_in.py").write_text(STAND_IN)
+    folder = tmp_path / "servers"
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": f"{code}{os.pathsep}{REPO}",
+           "IMPORT_LOG": str(tmp_path / "imports.log")}
+    yield folder, env, tmp_path
+    stop_servers(folder)
+
+
+def _run(folder, env, *args, cwd=None, modules=("preloaded_mod",)):
+    proc = fork(folder, ["-m", "stand_in", *args], env, cwd or str(REPO), modules=modules)
+    out = proc.stdout.read()
+    return proc, proc.wait(timeout=30), out
+
+
+def test_a_forked_child_runs_like_python_dash_m(setup):
+    folder, env, tmp = setup
+    proc, code, out = _run(folder, {**env, "ANSWER": "42"}, "report", "3", cwd=str(tmp))
+    assert code == 3
+    data = json.loads(out.splitlines()[0])
+    assert data["argv"] == ["report", "3"] and data["name"] == "__main__"
+    assert data["cwd"] == str(tmp) and data["answer"] == "42"
+    assert data["preloaded"] and data["forked"] == str(proc.server_pid)
+    # its own process group (the launcher stops a worker's group), stderr in the same pipe
+    assert data["pid"] == proc.pid == data["pgid"]
+    assert "to stderr" in out
+
+
+def test_one_import_serves_many_children_and_late_variables_do_not_split(setup):
+    folder, env, tmp = setup
+    for n, late in enumerate(["a", "b", "c"]):
+        proc, code, _ = _run(folder, {**env, "EVALS_ASK_DIR": late,
+                                      "PYTEST_CURRENT_TEST": late}, "x", str(n))
+        assert code == n
+    imports = (tmp / "imports.log").read_text().split()
+    assert len(imports) == 1  # the server imported once; three children used it
+    assert len(list(folder.glob("*.pid"))) == 1
+    # an early variable (one an import might read) gets a server of its own
+    _, code, out = _run(folder, {**env, "OMP_NUM_THREADS": "1"}, "x", "0")
+    assert code == 0 and len((tmp / "imports.log").read_text().split()) == 2
+    assert len(list(folder.glob("*.pid"))) == 2
+    assert server_key(env, ("m",)) == server_key({**env, "EVALS_FAULTS": "x"}, ("m",))
+    assert server_key(env, ("m",)) != server_key({**env, "HF_HUB_OFFLINE": "1"}, ("m",))
+    assert server_key(env, ("m",)) != server_key(env, ("m", "n"))
+
+
+def test_a_child_whose_launcher_dies_is_stopped(setup):
+    """The launcher (here a separate process) is SIGKILLed while its forked child sleeps:
+    the server sees the connection close and stops the child."""
+    folder, env, tmp = setup
+    launcher = f"""
+import sys
+from evals.runner.fork_server import fork
+proc = fork({str(folder)!r}, ["-m", "stand_in", "sleep", "0"], {env!r}, {str(REPO)!r},
+            modules=("preloaded_mod",))
+print(proc.pid, flush=True)
+print(proc.stdout.readline().strip(), flush=True)
+proc.wait()
+"""
+    parent = subprocess.Popen([sys.executable, "-c", launcher], stdout=subprocess.PIPE,
+                              text=True, cwd=REPO, env={**env})
+    child = int(parent.stdout.readline())
+    assert parent.stdout.readline().strip() == "sleeping"
+    os.kill(child, 0)  # alive
+    parent.kill()
+    parent.wait()
+    deadline = time.time() + 10
+    while time.time() < deadline and _alive(child):
+        time.sleep(0.1)
+    assert not _alive(child)
+
+
+def test_a_killed_child_reports_its_signal_and_the_server_goes_on(setup):
+    folder, env, _ = setup
+    proc = fork(folder, ["-m", "stand_in", "sleep", "0"], env, str(REPO),
+                modules=("preloaded_mod",))
+    assert proc.stdout.readline().strip() == "sleeping"
+    with pytest.raises(subprocess.TimeoutExpired):
+        proc.wait(timeout=0.2)
+    assert proc.poll() is None
+    os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.wait(timeout=10) == -signal.SIGKILL
+    _, code, _ = _run(folder, env, "again", "0")
+    assert code == 0
+
+
+def test_stop_servers_ends_them_and_their_children(setup):
+    folder, env, _ = setup
+    proc = fork(folder, ["-m", "stand_in", "sleep", "0"], env, str(REPO),
+                modules=("preloaded_mod",))
+    assert proc.stdout.readline().strip() == "sleeping"
+    (pid_file,) = folder.glob("*.pid")
+    server = int(pid_file.read_text())
+    assert stop_servers(folder) == 1
+    assert proc.wait(timeout=10) == -signal.SIGTERM
+    deadline = time.time() + 10
+    while time.time() < deadline and _alive(server):
+        time.sleep(0.1)
+    assert not _alive(server) and not list(folder.glob("*.pid"))
+
+
+def test_what_cannot_be_forked_says_why(setup):
+    folder, env, _ = setup
+    with pytest.raises(ForkServerUnavailable, match="only `-m MODULE`"):
+        fork(folder, ["script.py"], env, str(REPO), modules=())
+    with pytest.raises(ForkServerUnavailable, match=r"fork server exited .*; see .*\.log"):
+        fork(folder, ["-m", "stand_in", "x", "0"], env, str(REPO),
+             modules=("no_such_module_anywhere",))
+    (log,) = [p for p in folder.glob("*.log") if "no_such_module_anywhere" in p.read_text()]
+
+
+def test_a_long_folder_works(setup):
+    """The socket is abstract (no path): a folder longer than a socket path may be works."""
+    folder, env, _ = setup
+    long_folder = folder / ("x" * 120)
+    _, code, out = _run(long_folder, env, "long", "0")
+    assert code == 0 and json.loads(out.splitlines()[0])["argv"] == ["long", "0"]
+    stop_servers(long_folder)
+
+
+def test_more_servers_than_the_limit_retire_the_least_recently_used(setup):
+    """One environment more than MAX_SERVERS retires the least recently used server: it
+    takes no new request, ends once its child has ended, and a later request for its
+    environment starts a new server."""
+    folder, env, tmp = setup
+    limit = fork_server.MAX_SERVERS
+    envs = [{**env, "EARLY": str(n)} for n in range(limit + 1)]
+    first = fork(folder, ["-m", "stand_in", "sleep", "0"], envs[0], str(REPO),
+                 modules=("preloaded_mod",))
+    assert first.stdout.readline().strip() == "sleeping"
+    first_server = first.server_pid
+    for other in envs[1:]:
+        time.sleep(0.05)  # distinct pid-file times
+        assert _run(folder, other, "x", "0")[1] == 0  # the last one retires envs[0]'s
+    assert len(list(folder.glob("*.pid"))) == limit
+    time.sleep(1.0)
+    assert _alive(first_server) and first.poll() is None  # its child still runs
+    os.killpg(first.pid, signal.SIGKILL)
+    assert first.wait(timeout=10) == -signal.SIGKILL
+    deadline = time.time() + 10
+    while time.time() < deadline and _alive(first_server):
+        time.sleep(0.1)
+    assert not _alive(first_server)
+    proc, code, _ = _run(folder, envs[0], "x", "0")
+    assert code == 0 and proc.server_pid != first_server
+    assert len((tmp / "imports.log").read_text().split()) == limit + 2
+
+
+def test_another_users_process_gets_nothing_forked(setup):
+    folder, env, tmp = setup
+    if os.getuid() != 0:
+        pytest.skip("needs root to connect as another user")
+    assert _run(folder, env, "x", "0")[1] == 0  # the server is up
+    (key,) = [p.stem for p in folder.glob("*.pid")]
+    address = fork_server._address(folder, key)
+    answer_r, answer_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # a client as user `nobody`: connects and asks for a fork
+        try:
+            os.setuid(65534)
+            conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            conn.connect(address)
+            r, w = os.pipe()
+            request = {"argv": ["-m", "stand_in", "x", "0"], "env": {}, "cwd": "/"}
+            try:
+                socket.send_fds(conn, [json.dumps(request).encode()], [w])
+                os.write(answer_w, b"reply:" + conn.recv(1000))
+            except OSError:  # the server closed the connection first
+                os.write(answer_w, b"refused")
+        finally:
+            os._exit(0)
+    os.close(answer_w)
+    os.waitpid(pid, 0)
+    with os.fdopen(answer_r, "rb") as answer:
+        # the connection was closed: no pid, nothing forked
+        assert answer.read() in (b"reply:", b"refused")
+    assert len((tmp / "imports.log").read_text().split()) == 1
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie (exited, not yet reaped by its parent) counts as gone
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
