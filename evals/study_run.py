@@ -25,6 +25,7 @@ from evals.comparison import (DEFAULT_REPORTS, LOCAL, Analysed, Executor, RunEvi
                               pair_and_analyse)
 from evals.decide.verdict import Verdict, study_family
 from evals.errors import ExitCode, UserError
+from evals.paths import STUDY_FILE, STUDY_PAGE
 from evals.pair.samples import read_output_dir
 from evals.plan.config import check_local_models
 from evals.plan.study import Study
@@ -36,12 +37,10 @@ from evals.preflight.audit import audit_resolved
 from evals.record.records import STUDY
 from evals.record.run_record import open_store, read_summary, record_in_store
 from evals.run.arms import arm_specs, manifests_of, fresh_or_reused, speed_records
-from evals.run.ray_executor import run_arms_on_ray
+from evals.run.ray_executor import submit_arms
 from evals.run.concurrent import device_plan, run_side_by_side
 from evals.runner.layout import ArmLayout
 
-STUDY_FILE = "study.json"
-STUDY_PAGE = "study.html"
 COMPARISONS = "comparisons"
 
 
@@ -115,9 +114,9 @@ def _run_study_arms(study: Study, specs: dict, echo, audit: AuditWhileStarting,
     if executor.ray:
         audit.join()
         try:
-            dirs, failed, where = run_arms_on_ray(specs, address=executor.address,
-                                                  parallel=executor.parallel, echo=echo,
-                                                  shard_tasks=executor.shard_tasks)
+            dirs, failed, where = submit_arms(specs, address=executor.address,
+                                              parallel=executor.parallel, echo=echo,
+                                              shard_tasks=executor.shard_tasks)
         except UserError as exc:
             raise UserError(f"{study.source}: {exc}") from None
         layouts = {name: ArmLayout(path) for name, path in dirs.items()}

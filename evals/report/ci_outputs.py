@@ -28,6 +28,7 @@ from pathlib import Path
 
 from evals.decide.verdict import Verdict
 from evals.errors import ExitCode, UserError
+from evals.paths import STUDY_FILE, STUDY_MARKDOWN, STUDY_PAGE
 from evals.record.run_record import SUMMARY_FILE, read_summary
 from evals.report._markdown import escape_markdown
 from evals.report._outputs import HTML_FILE, JUNIT_FILE, MARKDOWN_FILE
@@ -193,7 +194,6 @@ def publish_failure(code: ExitCode, message: str, environ: Mapping[str, str] | N
                       {"EVALS_VERDICT": name, "EVALS_EXIT_CODE": int(code)}, echo, warn)
 
 
-STUDY_FILE, STUDY_PAGE, STUDY_MARKDOWN = "study.json", "study.html", "study.md"
 
 
 def study_line(study: dict) -> str:

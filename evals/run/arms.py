@@ -167,10 +167,11 @@ def run_arms_on_ray(config: ABConfig, specs: dict[str, ArmSpec], echo,
     """The arms as Ray tasks (evals.run.ray_executor); a failed arm fails the run (exit 4)
     after the others finished, and a rerun resumes it."""
     from evals.errors import RunFailed
-    from evals.run.ray_executor import run_arms_on_ray as submit
+    from evals.run.ray_executor import submit_arms
 
-    dirs, failed, record = submit(specs, address=executor.address, parallel=executor.parallel,
-                                  echo=echo, shard_tasks=executor.shard_tasks)
+    dirs, failed, record = submit_arms(specs, address=executor.address,
+                                       parallel=executor.parallel, echo=echo,
+                                       shard_tasks=executor.shard_tasks)
     if failed:
         raise RunFailed("; ".join(failed.values()))
     layouts = {name: ArmLayout(path) for name, path in dirs.items()}

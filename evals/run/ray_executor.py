@@ -134,9 +134,9 @@ def _shards(spec: ArmSpec, by_task: bool) -> list[tuple[str, ArmSpec]]:
     return [(f"{spec.arm}/{task}", replace(spec, tasks=(task,))) for task in pending]
 
 
-def run_arms_on_ray(specs: dict[str, ArmSpec], *, address: str | None, parallel: int | None,
-                    echo, shard_tasks: bool = False
-                    ) -> tuple[dict[str, Path], dict[str, str], dict]:
+def submit_arms(specs: dict[str, ArmSpec], *, address: str | None, parallel: int | None,
+                echo, shard_tasks: bool = False
+                ) -> tuple[dict[str, Path], dict[str, str], dict]:
     """Every arm as a Ray task (`shard_tasks`: every arm x unfinished task); returns each
     finished arm's directory, each failed arm's message, and the record of where each ran.
     Each shard's outputs are unpacked into its arm's directory as they come back."""
