@@ -26,10 +26,9 @@ from evals.preflight.doctor import diagnose_config
 from evals.errors import UserError
 from evals.faults.catalog import check_vllm_version, installed_vllm
 from evals.paths import ANY_VLLM_ENV, ARMS, ENGINE_VLLM
-from evals.runner.asks import Answerer
+from evals.runner.asks import ENDED, GO, RESOLVE, RESOLVED, Answerer
 from evals.runner.config_resolver import (RESOLVABLE_MODES, from_report, recorded_arms,
                                           resolution_env, resolve_arms, resolver_input)
-from evals.runner.asks import ENDED, GO, RESOLVE, RESOLVED
 from evals.runner.launch import arm_is_complete
 from evals.runner.layout import ArmLayout
 from evals.runner.task_index import unknown_tasks

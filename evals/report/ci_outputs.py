@@ -194,8 +194,6 @@ def publish_failure(code: ExitCode, message: str, environ: Mapping[str, str] | N
                       {"EVALS_VERDICT": name, "EVALS_EXIT_CODE": int(code)}, echo, warn)
 
 
-
-
 def study_line(study: dict) -> str:
     """A study's one-line verdict: 'REGRESSION exit=1 <study-id>: <reason>'."""
     return (f"{one_line(study['verdict'])} exit={int(study['exit_code'])} "

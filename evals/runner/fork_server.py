@@ -132,9 +132,9 @@ def fork(folder: str | Path, argv: list[str], env: dict[str, str], cwd: str, *,
     if argv[:1] != ["-m"] or len(argv) < 2:
         raise ForkServerUnavailable(f"only `-m MODULE` commands are forked, not {argv[:2]}")
     folder = Path(folder)
-    key = server_key(env, modules)
-    conn = _connect(folder, key, {k: v for k, v in env.items() if not is_late(k)}, cwd,
-                    modules)
+    early = {k: v for k, v in env.items() if not is_late(k)}  # what the server runs with
+    key = server_key(early, modules)
+    conn = _connect(folder, key, early, cwd, modules)
     read_end, write_end = os.pipe()
     try:
         request = {"argv": argv, "env": env, "cwd": cwd}
@@ -215,24 +215,25 @@ def _retire_least_recent(folder: Path, keep: int) -> None:
             return 0.0
 
     for pid_file in sorted(folder.glob("*.pid"), key=last_used, reverse=True)[keep:]:
-        try:
-            pid = int(pid_file.read_text())
-            pid_file.unlink()
-            os.kill(pid, signal.SIGUSR1)
-        except (OSError, ValueError):
-            pass
+        _signal_server(pid_file, signal.SIGUSR1, forget=True)
 
 
 def stop_servers(folder: str | Path) -> int:
     """SIGTERM to every server in `folder` (each stops its children); how many there were."""
-    stopped = 0
-    for pid_file in Path(folder).glob("*.pid"):
-        try:
-            os.kill(int(pid_file.read_text()), signal.SIGTERM)
-            stopped += 1
-        except (OSError, ValueError):
-            pass
-    return stopped
+    return sum(_signal_server(p, signal.SIGTERM) for p in Path(folder).glob("*.pid"))
+
+
+def _signal_server(pid_file: Path, sig: int, forget: bool = False) -> bool:
+    """Sends `sig` to the server of `pid_file` (with `forget`, its pid file goes first: a
+    retiring server is no longer counted or stopped); False when it is gone already."""
+    try:
+        pid = int(pid_file.read_text())
+        if forget:
+            pid_file.unlink()
+        os.kill(pid, sig)
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 # ---- the server ----

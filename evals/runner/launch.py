@@ -106,6 +106,13 @@ def _prepare(spec: ArmSpec) -> ArmLayout:
     return layout
 
 
+def _reuse(spec: ArmSpec, echo) -> ArmLayout:
+    """A finished arm: nothing runs, its results are used as they are."""
+    layout = _prepare(spec)
+    echo(f"[evals] {spec.arm}: reusing finished results in {layout.root}")
+    return layout
+
+
 class WorkerRun:
     """One arm's worker process, started at once and followed by a thread of this process.
 
@@ -219,10 +226,8 @@ def run_arm(spec: ArmSpec, echo=print, answer: Answerer | None = None, *,
     (CUDA_VISIBLE_DEVICES, or a CPU core block); kept out of the spec, so where an arm ran
     does not change its content key. `on_start(proc)` is called with the worker process (a
     launcher running arms in threads stops it on Ctrl-C)."""
-    layout = _prepare(spec)
     if arm_is_complete(spec):
-        echo(f"[evals] {spec.arm}: reusing finished results in {layout.root}")
-        return layout
+        return _reuse(spec, echo)
     return WorkerRun(spec, echo, answer, devices_env=devices_env, on_start=on_start).finish()
 
 
@@ -248,8 +253,7 @@ def run_arms_in_turn(specs: dict[str, ArmSpec], echo=print,
     try:
         for name, spec in specs.items():
             if name not in to_run:
-                layouts[name] = _prepare(spec)
-                echo(f"[evals] {name}: reusing finished results in {layouts[name].root}")
+                layouts[name] = _reuse(spec, echo)
             else:
                 current = workers.get(name) or start(name, turn_now=True)
                 current.turn.set()  # the arm before it has ended
