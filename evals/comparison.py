@@ -39,6 +39,7 @@ from evals.preflight.checks import (AuditWhileStarting, ResolvedInWorkers, check
                                     check_effective_configs, check_inputs, config_audit,
                                     doctor_checks, with_resolved_configs)
 from evals.report.terminal_table import render_table
+from evals.record.platform_record import platform_warnings, run_platform
 from evals.record.run_record import build_summary, open_store, record_in_store, write_run
 from evals.runner.layout import ArmLayout
 from evals.pair.samples import ArmSamples, read_output_dir
@@ -313,11 +314,13 @@ def finish(*, kind: str, run_dir: Path, tasks: list[TaskSpec], gate: GateConfig,
                                      study_adjusted)
     if evidence.exercise is not None:
         warnings.extend(evidence.exercise.warnings)
+    platform = run_platform(kind, manifests)
+    warnings.extend(platform_warnings(manifests))
     speedup = extras.pop("speed", None)
     summary = build_summary(
         kind=kind, run_id=run_id or run_dir.name, config=config_dump, analyses=analyses, verdict=verdict,
         arms=manifests, sources={name: s.source for name, s in samples.items()},
-        warnings=warnings, speed=speedup, cache_stress=cache_checks)
+        warnings=warnings, speed=speedup, cache_stress=cache_checks, platform=platform)
     summary.update(extras)
     summary["gates"] = [{"gate": s.gate, "verdict": s.verdict, "changed": s.changed}
                         for s in steps]

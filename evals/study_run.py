@@ -29,6 +29,8 @@ from evals.paths import STUDY_FILE, STUDY_PAGE
 from evals.pair.samples import read_output_dir
 from evals.plan.config import check_local_models
 from evals.plan.study import Study
+from evals.preflight.cpu_support import check_cpu_support
+from evals.record.platform_record import run_platform
 from evals.preflight.checks import (AuditOutcome, AuditWhileStarting, arm_identity,
                                     resolved_or_recorded,
                                     check_effective_configs, check_fault_support, check_inputs,
@@ -140,11 +142,14 @@ def run_study(study: Study, reports_dir: Path = DEFAULT_REPORTS, fresh: bool = F
     """`executor.parallel`: most arms running at once (None: as many as the GPUs fit; one at
     a time on a CPU machine); `executor.ray`: the arms as Ray tasks."""
     settings = study.settings
-    # plan and preflight
+    # plan and preflight (what this CPU cannot run is named by the study's arm names)
+    for arm, comparison in study.comparisons.items():
+        check_local_models(comparison)
+        check_cpu_support(comparison, names={"baseline": f"arm {study.baseline}",
+                                             "candidate": f"arm {arm}"})
     check_inputs(settings)
     executor.check()
     for comparison in study.comparisons.values():
-        check_local_models(comparison)
         check_fault_support(comparison)
     run_dir = Path(reports_dir) / study.run_id()
     specs = study_specs(study, run_dir)
@@ -305,5 +310,6 @@ def _study_record(study: Study, run_dir: Path, comparisons: dict, interactions: 
         "engines": {a: m.get("effective_engine_config") for a, m in manifests.items()},
         "versions": next((m.get("versions") for m in manifests.values() if m.get("versions")),
                          None),
+        "platform": run_platform("study", manifests),
         "wall_seconds": round(seconds, 1),
     }

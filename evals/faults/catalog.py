@@ -13,13 +13,15 @@ import importlib.metadata
 import json
 from dataclasses import dataclass
 
-from evals.paths import ENGINE_VLLM
+from evals.runner.vllm_compat import SUPPORTED, in_range, range_text
 
 ENV_VAR = "EVALS_FAULTS"
 """The arm's faults as JSON, set only in that arm's worker environment."""
 
-SUPPORTED_VLLM = (ENGINE_VLLM,)
-"""vLLM versions whose internals the patches were written against."""
+SUPPORTED_VLLM = SUPPORTED
+"""[oldest, first unsupported) vLLM release: the range whose internals the patches were
+read against; within it, the plugin checks each patch point when it registers
+(evals.faults.vllm_plugin.missing_patch_points)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,9 +104,9 @@ def check_vllm_version(version: str | None) -> str | None:
     """Why the fault patches cannot run on this vLLM, or None."""
     if version is None:
         return "vLLM is not installed in this environment"
-    if version not in SUPPORTED_VLLM:
-        return (f"the fault canaries patch vLLM internals written for vLLM "
-                f"{', '.join(SUPPORTED_VLLM)}; this environment has vLLM {version}")
+    if not in_range(version):
+        return (f"the fault canaries patch vLLM internals read for {range_text()}; this "
+                f"environment has vLLM {version}")
     return None
 
 

@@ -3,10 +3,14 @@
 vLLM calls `register()` in every process it starts (engine core, workers) and in the
 process that builds the engine arguments. Without `EVALS_FAULTS` in the environment it
 returns at once and patches nothing: an arm that did not ask for a fault runs the
-unmodified engine. With it, it refuses a vLLM version the patches were not written for,
-then wraps the few internals each fault lives in (see `evals.faults.catalog` for the bugs
-they model). Each fault counts how often it fired; with `EVALS_FAULTS_TALLY` set, the
-counts go to `<dir>/<pid>.json`, so the run can show that the fault really touched items.
+unmodified engine. With it, it checks every patch point the arm's faults need (the class
+and method exist, the parameters are the ones the wrapper passes on: `missing_patch_points`)
+and refuses by name what it cannot patch, then wraps the few internals each fault lives in
+(see `evals.faults.catalog` for the bugs they model). No version string decides: the same
+patches run on every vLLM release whose internals fit (0.26 counts prefix-cache hits inside
+`get_computed_blocks`, 0.29+ from its returned count; 0.33 passes `max_cache_hit_length`).
+Each fault counts how often it fired; with `EVALS_FAULTS_TALLY` set, the counts go to
+`<dir>/<pid>.json`, so the run can show that the fault really touched items.
 
 This module imports vLLM and torch: it runs only inside vLLM's processes.
 """
@@ -18,8 +22,7 @@ import os
 
 import numpy as np
 
-from evals.faults.catalog import (ENV_VAR, check_vllm_version, decode_env, fault_fires,
-                                  installed_vllm)
+from evals.faults.catalog import ENV_VAR, decode_env, fault_fires, installed_vllm
 
 TALLY_ENV = "EVALS_FAULTS_TALLY"
 PREFIX_FAULTS = ("prefix_hit_overrun", "prefix_key_collision")
@@ -90,10 +93,10 @@ def _patch_prefix_lookup(faults: dict[str, dict]) -> None:
             blocks.append(found[0])
         return blocks
 
-    def get_computed_blocks(self, request):
-        blocks, num_computed, boundary = original_lookup(self, request)
+    def get_computed_blocks(self, request, *args, **kwargs):
+        blocks, num_computed, boundary = original_lookup(self, request, *args, **kwargs)
         block_size = getattr(self.coordinator, "block_size", 0)
-        if not self.prefix_cache_lookup_enabled(request) or not block_size \
+        if not _lookup_enabled(self, request) or not block_size \
                 or len(request.block_hashes) != request.num_tokens // block_size:
             return blocks, num_computed, boundary  # block hashes at another granularity
         groups = blocks.blocks if num_computed > 0 else ([],)
@@ -125,6 +128,16 @@ def _patch_prefix_lookup(faults: dict[str, dict]) -> None:
 
     Scheduler.__init__ = init
     KVCacheManager.get_computed_blocks = get_computed_blocks
+
+
+def _lookup_enabled(manager, request) -> bool:
+    """Whether the prefix cache was looked up for this request (0.32 has a method for it;
+    0.26 checks the same two things inline)."""
+    method = getattr(manager, "prefix_cache_lookup_enabled", None)
+    if method is not None:
+        return bool(method(request))
+    return bool(manager.enable_caching) and not getattr(request, "skip_reading_prefix_cache",
+                                                        False)
 
 
 def _garbage_token(token: int, position: int, vocab: int) -> int:
@@ -236,15 +249,10 @@ def _patch_kv_scale(fault: dict) -> None:
             _count(name, int(chosen.sum()))
         return do_kv_cache_update
 
-    from vllm.platforms import current_platform
-
-    writers = _KV_WRITERS[:1] if current_platform.is_cpu() else _KV_WRITERS[1:]
-    for module_name, class_name in writers:
-        try:
+    on_cpu = _on_cpu()
+    for module_name, class_name in kv_writers():
+        if (module_name, class_name) == _KV_WRITERS[0] or not on_cpu:  # CPU: its own only
             cls = getattr(importlib.import_module(module_name), class_name)
-        except Exception:  # a backend this build or device does not have
-            continue
-        if "do_kv_cache_update" in vars(cls):
             cls.do_kv_cache_update = wrap(cls.do_kv_cache_update)
 
 
@@ -279,15 +287,117 @@ _PATCHES = {
     "benign_tie_noise": _patch_benign_tie_noise,
 }
 
+# what each fault wraps: (module, class, method, the parameters the wrapper passes on)
+PATCH_POINTS = {
+    "prefix_hit_overrun": (
+        ("vllm.v1.core.kv_cache_manager", "KVCacheManager", "get_computed_blocks", ("request",)),
+        ("vllm.v1.core.kv_cache_manager", "KVCacheManager", "create_kv_cache_blocks", ()),
+        ("vllm.v1.core.block_pool", "BlockPool", "get_cached_block", ()),
+        ("vllm.v1.core.sched.scheduler", "Scheduler", "__init__", ())),
+    "spec_unverified": (
+        ("vllm.v1.worker.gpu_model_runner", "GPUModelRunner", "propose_draft_token_ids", ()),
+        ("vllm.v1.worker.gpu_model_runner", "GPUModelRunner", "_sample",
+         ("logits", "spec_decode_metadata")),
+        ("vllm.v1.sample.rejection_sampler", None, "PLACEHOLDER_TOKEN_ID", ())),
+    "kv_scale": (),  # any one of _KV_WRITERS: checked in missing_patch_points
+    "benign_tie_noise": (
+        ("vllm.v1.sample.sampler", "Sampler", "forward", ("logits", "sampling_metadata")),),
+}
+PATCH_POINTS["prefix_key_collision"] = PATCH_POINTS["prefix_hit_overrun"]
+KV_WRITE_PARAMS = ("layer", "key", "value", "kv_cache", "slot_mapping")
+# faults that patch the V1 model runner's sampling: on a GPU, vLLM's default runner is
+# Model Runner V2, which has its own sampler (the canary sets this variable on a GPU)
+V1_RUNNER_FAULTS = ("spec_unverified", "benign_tie_noise")
+V1_RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"
+
+
+def live_signature(module_name: str, class_name: str | None, attribute: str,
+                   own: bool = False) -> list[str] | None:
+    """The parameter names of `module.Class.attribute` in the installed vLLM ([] for a
+    non-callable attribute), or None when it does not exist (`own`: defined in the class
+    itself, not inherited)."""
+    import importlib
+    import inspect
+
+    try:
+        owner = importlib.import_module(module_name)
+        if class_name:
+            owner = getattr(owner, class_name)
+        if own and attribute not in vars(owner):
+            return None
+        target = getattr(owner, attribute)
+    except Exception:  # not importable on this build or device, or not there
+        return None
+    if not callable(target):
+        return []
+    try:
+        return list(inspect.signature(target).parameters)
+    except (TypeError, ValueError):
+        return []
+
+
+def point_key(module_name: str, class_name: str | None, attribute: str) -> str:
+    return f"{module_name}:{class_name + '.' if class_name else ''}{attribute}"
+
+
+def point_problem(point: tuple, signature_of=live_signature) -> str | None:
+    """Why the patch point cannot be wrapped, or None."""
+    module_name, class_name, attribute, params = point
+    where = point_key(module_name, class_name, attribute).replace(":", ".")
+    names = signature_of(module_name, class_name, attribute)
+    if names is None:
+        return f"{where} does not exist"
+    if params and names[1:1 + len(params)] != list(params):
+        return f"{where} takes ({', '.join(names[1:])}), not ({', '.join(params)}, ...)"
+    return None
+
+
+def kv_writers(signature_of=live_signature) -> list[tuple[str, str]]:
+    """The attention backends (of _KV_WRITERS) whose own do_kv_cache_update takes
+    KV_WRITE_PARAMS."""
+    found = []
+    for module_name, class_name in _KV_WRITERS:
+        names = signature_of(module_name, class_name, "do_kv_cache_update", own=True)
+        if names is not None and names[1:] == list(KV_WRITE_PARAMS):
+            found.append((module_name, class_name))
+    return found
+
+
+def missing_patch_points(names, signature_of=live_signature,
+                         on_cpu: bool | None = None) -> dict[str, list[str]]:
+    """For each fault: what of its patch points this vLLM lacks (empty: it can be patched).
+    `signature_of` reads the installed vLLM, or a recorded one (tests/fixtures/vllm_api)."""
+    found: dict[str, list[str]] = {}
+    for name in names:
+        problems = [p for p in (point_problem(pt, signature_of) for pt in PATCH_POINTS[name])
+                    if p]
+        if name == "kv_scale" and not kv_writers(signature_of):
+            problems.append("no attention backend with do_kv_cache_update("
+                            + ", ".join(KV_WRITE_PARAMS) + ")")
+        if name in V1_RUNNER_FAULTS and not (_on_cpu() if on_cpu is None else on_cpu) and \
+                os.environ.get(V1_RUNNER_ENV) != "0":
+            problems.append(f"it patches the V1 model runner's sampling; on a GPU vLLM runs "
+                            f"Model Runner V2 unless {V1_RUNNER_ENV}=0 (the canary sets it)")
+        found[name] = problems
+    return found
+
+
+def _on_cpu() -> bool:
+    from vllm.platforms import current_platform
+
+    return current_platform.is_cpu()
+
 
 def register() -> None:
     text = os.environ.get(ENV_VAR)
     if not text:
         return  # inert: the arm asked for no fault
-    problem = check_vllm_version(installed_vllm())
-    if problem:
-        raise RuntimeError(f"{ENV_VAR} is set, but {problem}.")
     faults = {f["name"]: f for f in decode_env(text) if f["name"] not in _applied}
+    problems = {n: p for n, p in missing_patch_points(faults).items() if p}
+    if problems:
+        listed = "; ".join(f"{n}: {', '.join(p)}" for n, p in problems.items())
+        raise RuntimeError(f"{ENV_VAR} is set, but this vLLM ({installed_vllm()}) cannot take "
+                           f"these faults: {listed}.")
     prefix = {n: f for n, f in faults.items() if n in PREFIX_FAULTS}
     if prefix:
         _patch_prefix_lookup(prefix)

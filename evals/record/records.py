@@ -109,6 +109,11 @@ def _spec_v1_to_v2(data: dict) -> dict:
     return data
 
 
+def _spec_v2_to_v3(data: dict) -> dict:
+    """v3 records the machine's kernel key (`platform`); a v2 spec's machine is unknown."""
+    return {**data, "platform": data.get("platform", {})}
+
+
 def _tally_v0_to_v1(data: dict) -> dict:
     """v0 was the bare {fault: count} map."""
     return {"fired": {k: v for k, v in data.items() if k != KEY}}
@@ -121,7 +126,7 @@ STORE_MANIFEST = RecordKind("run-store manifest", 1)
 CANARY = RecordKind("canary record", 1)
 STUDY = RecordKind("study summary", 1)
 
-ARM_SPEC = RecordKind("arm spec", 2, {0: _stamp_only, 1: _spec_v1_to_v2})
+ARM_SPEC = RecordKind("arm spec", 3, {0: _stamp_only, 1: _spec_v1_to_v2, 2: _spec_v2_to_v3})
 ARM_MANIFEST = RecordKind("arm manifest", 1, {0: _stamp_only})
 TASK_MARKER = RecordKind("task marker", 1, {0: _stamp_only})
 CHUNK_MARKER = RecordKind("chunk marker", 1, {0: _stamp_only})

@@ -43,7 +43,8 @@ def _plain(obj):
 
 def build_summary(*, kind: str, run_id: str, config: dict, analyses: list[TaskAnalysis],
                   verdict: RunVerdict, arms: dict[str, dict], sources: dict[str, str],
-                  warnings: list[str], speed=None, cache_stress=()) -> dict:
+                  warnings: list[str], speed=None, cache_stress=(),
+                  platform: dict | None = None) -> dict:
     by_task = {t.task: t for t in verdict.tasks}
     tasks = []
     for a in analyses:
@@ -58,6 +59,7 @@ def build_summary(*, kind: str, run_id: str, config: dict, analyses: list[TaskAn
         "run_id": run_id,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "suite_version": __version__,
+        "platform": platform,
         "verdict": verdict.verdict.value,
         "exit_code": int(verdict.exit_code),
         "reason": verdict.reason,

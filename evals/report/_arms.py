@@ -100,12 +100,23 @@ def _timings(base: dict, cand: dict) -> tuple[TaskTiming, ...]:
     return tuple(out)
 
 
+def _platform(manifest: dict) -> dict | None:
+    """An arm's machine: its line, its CPU flags and GPUs (summary `arms.<arm>.platform`)."""
+    record = manifest.get("platform")
+    if not isinstance(record, dict):
+        return None
+    return {"machine": record.get("summary"), "CPU flags": " ".join(record.get("isa") or ()),
+            "vLLM CPU kernels": record.get("vllm_cpu_kernels")}
+
+
 def arms_section(summary: dict) -> ArmsSection:
     arms = summary.get("arms") or {}
     base, cand = (arms.get(a) if isinstance(arms.get(a), dict) else {} for a in ARMS)
     specs = [
         ("identity", "Model and source", _identity(base), _identity(cand), False),
         ("versions", "Versions", base.get("versions"), cand.get("versions"), False),
+        ("platform", "Platform (where the arm's worker ran)", _platform(base), _platform(cand),
+         False),
         ("requested", "Requested engine arguments", base.get("requested_engine_args"),
          cand.get("requested_engine_args"), False),
         ("effective", "Effective engine config (as vLLM ran it)",

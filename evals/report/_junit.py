@@ -13,6 +13,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from evals.report import _formatting as fmt
+from evals.report._summary_rows import platform_line
 from evals.text_hygiene import visible
 
 SUITE_NAME = "vllm-regression-evals"
@@ -73,7 +74,8 @@ def render_junit(summary: dict) -> str:
                         ("exit_code", summary.get("exit_code")), ("kind", summary.get("kind")),
                         ("alpha", gate.get("alpha")), ("margin", gate.get("margin")),
                         ("correction", gate.get("correction")),
-                        ("suite_version", summary.get("suite_version"))):
+                        ("suite_version", summary.get("suite_version")),
+                        ("platform", platform_line(summary))):
         ET.SubElement(properties, "property", {"name": name, "value": str(value)})
     suite.extend(cases)
     for element in root.iter():  # XML 1.0 cannot hold most control characters

@@ -58,6 +58,21 @@ class Banner:
     correction: str
     speed: SpeedChange | None
     warnings: tuple[str, ...]
+    platform: str
+    """The machine the run ran on, in one line (summary.json `platform`)."""
+
+
+def platform_line(summary: dict) -> str:
+    """summary.json `platform` in one line: "AMD EPYC (x86_64, 2 CPUs): AVX-512 (BF16),
+    no AMX; no GPU", with "(analysed here; ...)" for a comparison of outputs made
+    elsewhere; "not recorded" for a run from before the suite recorded it."""
+    record = summary.get("platform")
+    if not isinstance(record, dict) or not record.get("summary"):
+        return "not recorded"
+    line = str(record["summary"])
+    if record.get("role") and record["role"] != "ran the suite":
+        line += f" ({record['role']})"
+    return line
 
 
 def _items(t: dict) -> str:
@@ -107,4 +122,5 @@ def banner(summary: dict) -> Banner:
         margin=fmt.unsigned_points(gate.get("margin")), alpha=f"{gate.get('alpha', '')}",
         correction=str(gate.get("correction", "")),
         speed=speed_change(summary),
-        warnings=tuple(str(w) for w in summary.get("warnings") or ()))
+        warnings=tuple(str(w) for w in summary.get("warnings") or ()),
+        platform=platform_line(summary))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from evals.report._summary_rows import platform_line
 from evals.report._speed import speed_change
 from evals.text_hygiene import visible
 
@@ -55,6 +56,8 @@ def render_table(summary: dict) -> str:
                      f" wrong->correct, exact stratified McNemar p={pooled['pvalue']:.3g}"
                      + (f", p adj={pooled['pvalue_adjusted']:.3g}" if pooled["gates"] else ""))
     lines.extend(_exercise_lines(summary.get("exercise")))
+    if summary.get("platform"):
+        lines.append(f"PLATFORM: {platform_line(summary)}")
     return "\n".join(visible(line) for line in lines)
 
 

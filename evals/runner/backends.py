@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from evals.plan.arm_spec import ArmSpec
 from evals.runner.effective_config import effective_engine_config
 from evals.runner.layout import ArmLayout
+from evals.runner.vllm_compat import shutdown_engine
 
 
 @dataclass
@@ -179,6 +180,10 @@ def open_backend(spec: ArmSpec, layout: ArmLayout, stack: ExitStack, progress_cl
         if spec.lora_adapter:  # lm-eval turns this into enable_lora and a LoRARequest
             engine["lora_local_path"] = spec.lora_adapter
         lm = VLLM(pretrained=spec.model, seed=spec.seed, batch_size="auto", **engine)
+        # stopped explicitly when the arm ends, however it ends: with the engine core in a
+        # process of its own (vLLM's default, always on a GPU) nothing else stops it before
+        # Python's exit handlers wait for that process forever
+        stack.callback(shutdown_engine, lm.model)
         backend = Backend(lm=lm, effective_config=effective_engine_config(lm.model),
                           engine_start_seconds=time.time() - started,
                           description="vLLM offline (LLM), lm-eval `vllm` backend")

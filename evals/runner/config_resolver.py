@@ -84,11 +84,12 @@ def _engine_args(model: str, engine: dict, seed: int | None, mode: str):
 
 def _resolve(model: str, engine: dict, seed: int | None, mode: str) -> tuple[dict, list[str]]:
     """The flattened config and the warnings vLLM logged while resolving it."""
-    from vllm.logger import configure_logging_if_needed
+    from evals.runner.vllm_compat import configure_logging
 
     args, usage_context = _engine_args(model, engine, seed, mode)
-    # as vllm.LLM does; attaching our handler afterwards, since this replaces the handlers
-    configure_logging_if_needed(args.create_logging_config())
+    # as vllm.LLM does (releases that configure logging at import need nothing); attaching
+    # our handler afterwards, since this replaces the handlers
+    configure_logging(args)
     # vLLM logs some warnings once per process: forget the earlier arm's, so that each arm
     # resolved in this process gets its own (else the audit reports the first arm's only)
     once = getattr(importlib.import_module("vllm.logger"), "_print_warning_once", None)

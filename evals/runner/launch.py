@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections import deque
 from pathlib import Path
 
@@ -188,6 +189,9 @@ class WorkerRun:
         try:
             while self._thread.is_alive():
                 self._thread.join(0.5)
+                if self.proc.poll() is not None:
+                    self._drain_after_exit()
+                    break
             code = self.proc.wait()
         except BaseException:
             self.stop()
@@ -203,6 +207,17 @@ class WorkerRun:
                             f"tasks are kept in {self.layout.root} and a rerun resumes from "
                             f"them. Last lines of {self.layout.log_path}:\n{last}")
         return self.layout
+
+    def _drain_after_exit(self) -> None:
+        """The worker has exited: its output is read to the end, unless a process it
+        started (an engine core that outlived it) holds the pipe open - then that process
+        group is stopped, so no engine outlives its arm and the run does not wait on it."""
+        self._thread.join(DRAIN_SECONDS)
+        if self._thread.is_alive():
+            self.echo(f"[evals] {self.spec.arm}: the worker exited, but a process it started "
+                      "kept running; stopping it")
+            kill_process_group(self.proc.pid)
+            self._thread.join(5.0)
 
     def stop(self) -> None:
         """Stops the worker and everything it started."""
@@ -274,6 +289,25 @@ def run_arms_in_turn(specs: dict[str, ArmSpec], echo=print,
 def _wait(event: threading.Event) -> None:
     while not event.wait(0.5):  # in slices: Ctrl-C reaches the main thread
         pass
+
+
+DRAIN_SECONDS = 10.0
+
+
+def kill_process_group(pgid: int) -> None:
+    """SIGTERM, then SIGKILL 5 s later, to a process group whose leader may be gone."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(pgid, 0)
+            except (ProcessLookupError, PermissionError):
+                return
+            time.sleep(0.1)
 
 
 def stop_process_group(proc: subprocess.Popen, timeout: float = 20.0) -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from evals.hardware import probe
 from evals.plan.arm_spec import ArmSpec
 from evals.record.records import SPEED_RECORD
 from evals.runner.backends import import_backend, open_backend
@@ -217,6 +218,8 @@ def run(spec: ArmSpec) -> int:
             "engine_arg_names": list(engine_arg_names()) if backend.effective_config else None,
             "requested_engine_args": spec.engine,
             "versions": spec.versions,
+            # the machine this worker ran on (CPU model and ISA flags, GPUs)
+            "platform": probe().to_dict(),
             "model": spec.model,
             "model_hash": spec.model_hash,
             "engine_start_seconds": round(backend.engine_start_seconds, 3),
@@ -239,6 +242,9 @@ def run(spec: ArmSpec) -> int:
                          "finished": round(time.time(), 3)},
             # forked from a fork server with vLLM imported (evals.runner.fork_server)
             "forked": FORKED_ENV in os.environ,
+            # vLLM's processes under this worker (its engine core, when that runs in a
+            # process of its own): shut down with the arm, none may outlive it
+            "engine_processes": engine_processes(),
         })
         if spec.faults:
             manifest["faults"] = {"requested": list(spec.faults), "fired": layout.fault_tally()}
@@ -300,17 +306,49 @@ def main(argv: list[str]) -> int:
         return 3
 
 
+CHILD_GRACE_SECONDS = 10.0
+
+
+def _resource_tracker(process) -> bool:
+    """multiprocessing's resource tracker: it ends by itself when this process has exited
+    (and then frees what it tracks), so it is neither waited for nor killed."""
+    try:
+        return "multiprocessing.resource_tracker" in " ".join(process.cmdline())
+    except Exception:  # gone, or not ours to read: nothing to wait for
+        return True
+
+
+def engine_processes() -> list[int]:
+    """The pids of this worker's child processes (vLLM's engine core and its workers),
+    multiprocessing's resource tracker left out."""
+    import psutil
+
+    return sorted(c.pid for c in psutil.Process().children(recursive=True)
+                  if not _resource_tracker(c))
+
+
 def exit_now(code: int) -> None:
-    """Ends the worker once its results are on disk, skipping the interpreter's teardown
-    when the engine ran in this process: vLLM's exit handlers and freeing the engine took
-    ~3.4 s per arm on the 2-core CPU machine and keep nothing. With children alive (vLLM's
-    engine-core processes) the ordinary exit runs, so vLLM stops them itself."""
+    """Ends the worker once its results are on disk, skipping the interpreter's teardown:
+    vLLM's exit handlers and freeing the engine took ~3.4 s per arm on the 2-core CPU
+    machine and keep nothing, and Python's multiprocessing exit handler waits without a
+    timeout for every child it started (vLLM's engine core, when it runs in a process of
+    its own: the worker hung there on a GPU). The engine was shut down when the arm's
+    ExitStack closed (evals.runner.vllm_compat.shutdown_engine); a child still alive gets
+    CHILD_GRACE_SECONDS to end, then SIGTERM, then SIGKILL, so no engine outlives its arm."""
     import psutil
 
     sys.stdout.flush()
     sys.stderr.flush()
-    if psutil.Process().children():
-        sys.exit(code)
+    children = [c for c in psutil.Process().children(recursive=True) if not _resource_tracker(c)]
+    if children:
+        _, alive = psutil.wait_procs(children, timeout=CHILD_GRACE_SECONDS)
+        for signal_name in ("terminate", "kill"):
+            for child in alive:
+                try:
+                    getattr(child, signal_name)()
+                except psutil.NoSuchProcess:
+                    pass
+            _, alive = psutil.wait_procs(alive, timeout=5.0)
     logging.shutdown()
     os._exit(code)
 

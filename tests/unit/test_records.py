@@ -87,7 +87,7 @@ def _spec(**changes) -> ArmSpec:
 
 def test_arm_spec_v1_with_a_sequential_reference_migrates_to_asking_the_parent(tmp_path):
     current = json.loads(_spec().to_json())
-    assert list(current)[0] == KEY and current[KEY] == ARM_SPEC.version == 2
+    assert list(current)[0] == KEY and current[KEY] == ARM_SPEC.version == 3
     v1 = {**current, KEY: 1, "sequential": {
         "chunk": 50, "alpha": 0.0125, "margin": 0.03, "metrics": {"t": ["acc", "none"]},
         "reference": "/run/arms/baseline/lm_eval"}}
@@ -95,12 +95,30 @@ def test_arm_spec_v1_with_a_sequential_reference_migrates_to_asking_the_parent(t
     spec = ArmSpec.read(tmp_path / "spec.json")
     assert spec.sequential == {"chunk": 50, "look": True,
                                "stop_rule": [0.0125, 0.03, {"t": ["acc", "none"]}]}
-    assert spec.schema_version == 2
+    assert spec.schema_version == 3
     baseline_v1 = {**v1, "sequential": {**v1["sequential"], "reference": None}}
     assert ArmSpec.from_dict(baseline_v1).sequential == {"chunk": 50}
     # the current version reads back as the same spec, with the same content keys
     again = ArmSpec.from_dict(json.loads(spec.to_json()))
     assert again == spec and again.key_for("t") == spec.key_for("t")
+
+
+def test_arm_spec_v2_migrates_with_an_unknown_machine_and_keeps_its_content_keys(tmp_path):
+    """v3 added the machine's kernel key (`platform`): a v2 spec's machine is unknown ({}),
+    and a spec without one keys its tasks as v2 did; one with a machine keys them apart."""
+    current = json.loads(_spec().to_json())
+    assert current["platform"] == ArmSpec.__dataclass_fields__["platform"].default_factory()
+    v2 = {k: v for k, v in current.items() if k != "platform"} | {KEY: 2}
+    (tmp_path / "spec.json").write_text(json.dumps(v2), encoding="utf-8")
+    old = ArmSpec.read(tmp_path / "spec.json")
+    assert old.platform == {} and old.schema_version == 3
+    avx2 = {"machine": "x86_64", "isa": ["avx2"]}
+    avx512 = {"machine": "x86_64", "isa": ["avx2", "avx512f", "avx512vl", "avx512bw", "avx512dq"]}
+    keys = {_spec(platform=p).key_for("t") for p in (avx2, avx512)}
+    assert len(keys) == 2 and old.key_for("t") not in keys
+    # an endpoint arm runs on another machine: this one's kernels do not key it
+    assert _spec(platform=avx2, mode="endpoint").key_for("t") == \
+        _spec(platform=avx512, mode="endpoint").key_for("t")
 
 
 def test_arm_layout_reads_old_task_markers_and_both_fault_tally_forms(tmp_path):

@@ -1,45 +1,71 @@
-"""The arm worker's exit (evals.runner.worker.exit_now): without child processes it leaves
-at once, skipping the interpreter's teardown (atexit handlers), with its output flushed and
-its exit code kept; with a child alive (vLLM's engine-core process) it exits normally, so
-the exit handlers that stop such children run."""
+"""The arm worker's exit (evals.runner.worker.exit_now): it leaves once its results are on
+disk, skipping the interpreter's teardown (atexit handlers, among them multiprocessing's,
+which waits without a timeout for every child it started: the hang of a GPU arm whose
+engine core nobody stopped), with its output flushed and its exit code kept. A child still
+alive (an engine core that did not stop with its arm) gets CHILD_GRACE_SECONDS to end,
+then SIGTERM and SIGKILL: no child outlives the worker."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import psutil
 
 REPO = Path(__file__).resolve().parents[2]
 
 SCRIPT = """
 import atexit, subprocess, sys
-from evals.runner.worker import exit_now
+from evals.runner import worker
+worker.CHILD_GRACE_SECONDS = 2.0
 atexit.register(lambda: print("atexit ran", flush=True))
-child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"]) \\
-    if sys.argv[1] == "child" else None
+sleep = {"alone": None, "stuck": 60, "ending": 0.5, "deaf": 60}[sys.argv[1]]
+code = "import time; time.sleep(%s)" % sleep
+if sys.argv[1] == "deaf":  # ignores SIGTERM: only SIGKILL ends it
+    code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); " + code
+child = subprocess.Popen([sys.executable, "-c", code]) if sleep else None
+if child is not None:
+    print(f"child {child.pid} ", end="")
 print("results written", end="")  # unflushed: exit_now must flush it
-try:
-    exit_now(3)
-finally:
-    if child is not None:
-        child.kill()
+worker.exit_now(3)
 """
 
 
-def _run(mode: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", SCRIPT, mode], capture_output=True, text=True,
-                          cwd=REPO, timeout=120)
+def _run(mode: str) -> tuple[subprocess.CompletedProcess, float, int | None]:
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-c", SCRIPT, mode], capture_output=True,
+                            text=True, cwd=REPO, timeout=120)
+    child = int(result.stdout.split()[1]) if result.stdout.startswith("child") else None
+    return result, time.monotonic() - started, child
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
 
 
 def test_without_children_the_worker_skips_teardown_and_keeps_output_and_code():
-    result = _run("alone")
+    result, _, _ = _run("alone")
     assert result.returncode == 3, result.stderr
     assert result.stdout == "results written"
     assert "atexit ran" not in result.stdout
 
 
-def test_with_a_child_alive_the_worker_exits_normally():
-    result = _run("child")
-    assert result.returncode == 3, result.stderr
-    assert result.stdout.startswith("results written")
-    assert "atexit ran" in result.stdout
+def test_a_child_that_ends_by_itself_is_waited_for_briefly():
+    result, seconds, child = _run("ending")
+    assert result.returncode == 3 and result.stdout.endswith("results written"), result.stderr
+    assert "atexit ran" not in result.stdout and _gone(child)
+    assert seconds < 2.0 + 5  # well inside the grace period plus the interpreter's start
+
+
+def test_a_stuck_child_is_stopped_after_the_grace_period():
+    for mode in ("stuck", "deaf"):  # SIGTERM ends the first, only SIGKILL the second
+        result, seconds, child = _run(mode)
+        assert result.returncode == 3 and result.stdout.endswith("results written"), mode
+        assert "atexit ran" not in result.stdout
+        assert _gone(child), f"{mode}: the child outlived the worker"
+        assert 2.0 <= seconds < 2.0 + 5 + 5 + 5, (mode, seconds)

