@@ -2,10 +2,13 @@
 equivalent plain lm-eval CLI runs (same model, engine args, tasks, limit), both measured in
 this run on this machine. Target: at most 1.10.
 
-Offline arms are compared with `lm_eval run --model vllm`. Server-mode arms (e.g.
-configs/cpu/mtp_prefix_serving.yaml, run here without its cache stress) are compared with
-what a user does by hand: start `vllm serve` with the same flags, wait for it, run
-`lm_eval run --model local-completions` against it with the same concurrency, stop it.
+Offline arms are compared with `lm_eval run --model vllm --batch_size auto`: all requests
+handed to vLLM at once, as the suite's runner does (lm-eval's default batch size 1 sends
+one request at a time; on an H200 each plain arm then took longer than the suite's two).
+Server-mode arms (e.g. configs/cpu/mtp_prefix_serving.yaml, run here without its cache
+stress) are compared with what a user does by hand: start `vllm serve` with the same flags,
+wait for it, run `lm_eval run --model local-completions` against it with the same
+concurrency, stop it.
 
 Usage: python benchmarks/bench_overhead.py [CONFIG] [--limit N] [--repeats R]
 """
@@ -55,6 +58,7 @@ def timed(cmd: list[str], env: dict) -> float:
     started = time.perf_counter()
     result = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - started
+    print(f"  {elapsed:7.1f} s  {' '.join(cmd[1:4])}", flush=True)
     if result.returncode not in (0, 1, 3):
         sys.exit(f"command failed ({result.returncode}): {' '.join(cmd)}\n{result.stderr[-3000:]}")
     return elapsed
@@ -91,8 +95,9 @@ def main() -> int:
             plain += timed([sys.executable, "-m", "lm_eval", "run", "--model", "vllm",
                             "--model_args", model_args(config.arm_model(arm), engine, config.seed),
                             "--tasks", tasks, "--include_path", str(ROOT / "tasks"), "--limit",
-                            str(args.limit), "--log_samples", "--output_path",
-                            str(work / f"plain-{repeat}-{arm}"), "--seed", str(config.seed)], env)
+                            str(args.limit), "--batch_size", "auto", "--log_samples",
+                            "--output_path", str(work / f"plain-{repeat}-{arm}"),
+                            "--seed", str(config.seed)], env)
         suite = timed([sys.executable, "-m", "evals", "ab", str(patched), "--fresh", "--reports",
                        str(work / f"suite-{repeat}")], dict(os.environ))
         rows.append((repeat, plain, suite, suite / plain))

@@ -3,6 +3,11 @@ launcher's own scheduler (evals.plan.devices.Scheduler via evals.plan.device_sim
 against the same arms one after another (parallel=1) simulated in the same run.
 
     python benchmarks/bench_study_schedule.py [--times MEASURED.json] [--start-slowdown 1.5]
+        [--gpus 8] [--tp 2] [--arms-per-gpu 1]
+
+--gpus, --tp and --arms-per-gpu change the machine and the arms: `--gpus 1 --tp 1
+--arms-per-gpu 2` is two one-GPU arms at once on one GPU (`python -m evals ab STUDY
+--arms-per-gpu 2`), each with gpu_memory_utilization 0.45, to compare with a measurement.
 
 The study: Qwen3.6-35B-A3B, tensor_parallel_size 2 per arm (configs/mtp_prefix.yaml's
 engine), tasks tiny_reviews_shared_prefix (1,200 items) and gsm8k (1,319 test items).
@@ -25,7 +30,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from evals.plan.device_simulation import simulate  # noqa: E402
-from evals.plan.devices import ArmDemand, plan_device_sets, visible_devices  # noqa: E402
+from evals.errors import UserError  # noqa: E402
+from evals.plan.devices import (ArmDemand, plan_device_sets, shared_memory_utilization,  # noqa: E402
+                                visible_devices)
 
 # ASSUMPTIONS (seconds), to replace with measured times (--times). Where they come from:
 # - engine start (process start to first item: import, weights, torch.compile, CUDA graph
@@ -90,11 +97,22 @@ def main() -> int:
     parser.add_argument("--times", help="JSON file of measured times (shape: see the docstring)")
     parser.add_argument("--start-slowdown", type=float, default=1.5,
                         help="factor on engine starts in the pessimistic column (default 1.5)")
+    parser.add_argument("--gpus", type=int, default=GPUS,
+                        help=f"GPUs of the machine (default {GPUS})")
+    parser.add_argument("--tp", type=int, default=TENSOR_PARALLEL,
+                        help=f"tensor_parallel_size of every arm (default {TENSOR_PARALLEL})")
+    parser.add_argument("--arms-per-gpu", type=int, default=1, metavar="K",
+                        help="one-GPU arms sharing each GPU (default 1; needs --tp 1)")
     args = parser.parse_args()
+    if min(args.gpus, args.tp, args.arms_per_gpu) < 1:
+        sys.exit("--gpus, --tp and --arms-per-gpu must be 1 or more.")
     times, measured = read_times(args.times)
     seconds = arm_seconds(times)
     slowed = arm_seconds(times, args.start_slowdown)
-    pool = visible_devices({}, GPUS, [])
+    pool = visible_devices({}, args.gpus, [])
+    engine = {"tensor_parallel_size": args.tp}
+    if args.arms_per_gpu > 1:  # the arms' memory shares must fit on one GPU together
+        engine["gpu_memory_utilization"] = shared_memory_utilization(args.arms_per_gpu)
     print(f"times: measured for {measured or 'no arm'}, assumed for "
           f"{[a for a in times if a not in measured] or 'no arm'}")
     print(f"{'arm':<28}{'engine start':>14}{'tasks':>10}{'total':>10}")
@@ -102,15 +120,21 @@ def main() -> int:
         print(f"{arm:<28}{t['engine_start']:>13.0f}s{sum(t['tasks'].values()):>9.0f}s"
               f"{seconds[arm]:>9.0f}s")
     print()
-    print(f"{GPUS} GPUs, tensor_parallel_size {TENSOR_PARALLEL} per arm; reference: the same arms "
+    sharing = (f", {args.arms_per_gpu} arms per GPU (gpu_memory_utilization "
+               f"{engine['gpu_memory_utilization']:g} each)" if args.arms_per_gpu > 1 else "")
+    gpus = f"{args.gpus} GPU{'s' if args.gpus != 1 else ''}"
+    print(f"{gpus}, tensor_parallel_size {args.tp} per arm{sharing}; reference: the same arms "
           "one after another (parallel=1)")
     print(f"{'study':<36}{'one after another':>19}{'side by side':>14}{'ratio':>8}"
           f"{f'starts x{args.start_slowdown:g}':>14}{'ratio':>8}")
     schedules = []
     for name, arms, parallel in STUDIES:
-        demands = [ArmDemand.from_engine(a, {"tensor_parallel_size": TENSOR_PARALLEL}) for a in arms]
-        reference = simulate(plan_device_sets(demands, pool, 1), {a: seconds[a] for a in arms})
-        plan = plan_device_sets(demands, pool, parallel)
+        demands = [ArmDemand.from_engine(a, engine) for a in arms]
+        try:
+            reference = simulate(plan_device_sets(demands, pool, 1), {a: seconds[a] for a in arms})
+            plan = plan_device_sets(demands, pool, parallel, args.arms_per_gpu)
+        except UserError as exc:
+            sys.exit(f"error: {exc}")
         result = simulate(plan, {a: seconds[a] for a in arms})
         pessimistic = simulate(plan, {a: slowed[a] for a in arms})
         assert reference.makespan == result.sequential  # one after another = the sum
@@ -125,7 +149,10 @@ def main() -> int:
     print(f"\nstarts x{args.start_slowdown:g}: every engine start of the side-by-side schedule "
           "slowed by that factor (arms reading weights from one disk and compiling on shared "
           "host CPUs at once); the simulation itself assumes arms on disjoint GPUs do not slow "
-          "each other.")
+          "each other." + (" Arms sharing a GPU do slow each other (they share its compute "
+                           "and memory bandwidth), which the simulation does not model: give "
+                           "--times measured with the arms sharing." if args.arms_per_gpu > 1
+                           else ""))
     return 0
 
 

@@ -97,6 +97,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="studies: run at most N arms at once on disjoint devices (default: "
                     "as many as the GPUs fit; 1 on a CPU machine); 1 runs them one after "
                     "another")
+    ab.add_argument("--arms-per-gpu", type=_positive_int, default=1, metavar="K",
+                    help="studies on this machine: up to K one-GPU arms share each GPU, each "
+                    "with its engine's gpu_memory_utilization share (K x each share at most "
+                    "1.0, e.g. 0.45 for K=2); default 1: each arm has its GPUs to itself")
     ab.add_argument("--executor", choices=("local", "ray"), default="local",
                     help="where arms run: this machine (default) or Ray tasks, each with the "
                     "devices it needs (needs `pip install -e .[ray]`)")
@@ -239,8 +243,15 @@ def _dispatch(args: argparse.Namespace) -> int:
             raise UserError("--ray-address needs `--executor ray`.")
         if args.ray_shard != "arm" and args.executor != "ray":
             raise UserError("--ray-shard needs `--executor ray`.")
+        if args.arms_per_gpu != 1 and args.executor == "ray":
+            raise UserError("--arms-per-gpu is for arms run on this machine; with `--executor "
+                            "ray` each arm is a Ray task with whole GPUs of its own.")
+        if args.arms_per_gpu != 1 and not isinstance(config, Study):
+            raise UserError("--arms-per-gpu is for studies (more than two arms or `factorial:`); "
+                            "a two-arm config runs its arms one after another.")
         executor = Executor(ray=args.executor == "ray", address=args.ray_address,
-                            parallel=args.parallel, shard_tasks=args.ray_shard == "task")
+                            parallel=args.parallel, arms_per_gpu=args.arms_per_gpu,
+                            shard_tasks=args.ray_shard == "task")
         if isinstance(config, Study):
             from evals.study_run import run_study
 

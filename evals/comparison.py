@@ -57,11 +57,13 @@ PREFERRED_METRICS = ("acc", "exact_match", "acc_norm")
 @dataclass(frozen=True)
 class Executor:
     """Where arms run: this machine (`local`, the default) or Ray tasks (`ray`, at `address`,
-    None: a local Ray); `parallel`: most arms at once (evals.run.concurrent)."""
+    None: a local Ray); `parallel`: most arms at once (evals.run.concurrent);
+    `arms_per_gpu`: most one-GPU arms sharing one GPU at once (local studies only)."""
 
     ray: bool = False
     address: str | None = None
     parallel: int | None = None
+    arms_per_gpu: int = 1
     shard_tasks: bool = False
     """Ray: one Ray task per arm x task instead of per arm."""
 

@@ -123,10 +123,11 @@ def _run_study_arms(study: Study, specs: dict, echo, audit: AuditWhileStarting,
             raise UserError(f"{study.source}: {exc}") from None
         layouts = {name: ArmLayout(path) for name, path in dirs.items()}
         return layouts, manifests_of(layouts, specs), failed, where
-    plan = device_plan(specs, executor.parallel, study.source)
+    plan = device_plan(specs, executor.parallel, study.source, executor.arms_per_gpu)
     if plan.parallel > 1:
+        sharing = f" ({plan.arms_per_gpu} arms per GPU)" if plan.arms_per_gpu > 1 else ""
         echo(f"[evals] up to {plan.parallel} arms at once on {plan.kind.upper()} devices "
-             f"{','.join(map(str, plan.pool))}")
+             f"{','.join(map(str, plan.pool))}{sharing}")
     try:
         layouts, failed, devices = run_side_by_side(plan, specs, echo, audit.answerer(None),
                                                     audit.join)
@@ -140,7 +141,8 @@ def run_study(study: Study, reports_dir: Path = DEFAULT_REPORTS, fresh: bool = F
               echo=print, store_root: Path | None = None, allow_undeclared: bool = False,
               executor: Executor = LOCAL) -> tuple[ExitCode, Path]:
     """`executor.parallel`: most arms running at once (None: as many as the GPUs fit; one at
-    a time on a CPU machine); `executor.ray`: the arms as Ray tasks."""
+    a time on a CPU machine); `executor.arms_per_gpu`: one-GPU arms sharing each GPU;
+    `executor.ray`: the arms as Ray tasks."""
     settings = study.settings
     # plan and preflight (what this CPU cannot run is named by the study's arm names)
     for arm, comparison in study.comparisons.items():

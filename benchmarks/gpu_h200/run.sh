@@ -4,6 +4,8 @@
 #   bash benchmarks/gpu_h200/run.sh install            # after the wheel parts are in /tmp/g
 #   bash benchmarks/gpu_h200/run.sh ab CONFIG [CONFIG ...]
 #   bash benchmarks/gpu_h200/run.sh canary CONFIG
+#   bash benchmarks/gpu_h200/run.sh overhead CONFIG    # benchmarks/bench_overhead.py, all items
+#   bash benchmarks/gpu_h200/run.sh study CONFIG [LIMIT]  # --parallel 1, then 2 arms on one GPU
 # State (reports, the run store, logs) stays in /tmp/evals-gpu while the machine is warm;
 # every step packs what it made into $OUT/<step>.tgz and prints the verdict lines.
 set -uo pipefail
@@ -45,8 +47,33 @@ case "$step" in
     echo "canary $name exit $? in $(( $(date +%s) - t0 )) s"
     grep -E "^CANARY|canary|fired" "$STATE/logs/canary-$name.log" | tail -12
     ;;
+  overhead)
+    name=$(basename "$1" .yaml)
+    timeout 560 python3 benchmarks/bench_overhead.py "$1" --limit "${2:-1200}" \
+      > "$STATE/logs/overhead-$name.log" 2>&1
+    echo "overhead $name exit $?"; cat "$STATE/logs/overhead-$name.log" | tail -6
+    ;;
+  study)
+    name=$(basename "$1" .yaml)
+    limit=()
+    if [ -n "${2:-}" ]; then
+      # beside the config: its relative model path resolves against the file that sets it
+      limit_config="$(dirname "$1")/.$name-limit$2.yaml"
+      printf 'extends: %s\nlimit: %s\n' "$(basename "$1")" "$2" > "$limit_config"
+      set -- "$limit_config"
+    fi
+    for how in "1" "2 --arms-per-gpu 2"; do
+      tag=parallel-${how// /_}; tag=${tag//--/}
+      t0=$(date +%s)
+      # shellcheck disable=SC2086
+      timeout 280 python3 -m evals ab "$1" --fresh --parallel $how \
+        --reports "$STATE/reports-$tag" --store "$STATE/store-$tag" > "$STATE/logs/study-$name-$tag.log" 2>&1
+      echo "study $name $tag exit $? in $(( $(date +%s) - t0 )) s"
+      grep -E "^VERDICT|arms at once|arms finished|model ready" "$STATE/logs/study-$name-$tag.log" | head -12
+    done
+    ;;
 esac
 # what came back: summaries, canary records, reports, worker logs' key lines, the logs
 cd "$STATE" && tar czf "${OUT:-/tmp/out}/$step.tgz" --exclude='*/lm_eval/*' --exclude='store/*' \
-  --exclude='*.safetensors' logs reports 2>/dev/null
+  --exclude='*.safetensors' logs reports reports-* 2>/dev/null
 echo "step $step took $(( $(date +%s) - started )) s"

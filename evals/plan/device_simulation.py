@@ -2,7 +2,10 @@
 `Scheduler` (evals.plan.devices) from each arm's duration (engine start plus its tasks).
 
 The simulation assumes that arms on disjoint devices do not slow each other down; shared
-disks (weights loading) and host CPUs (compilation) can make that optimistic.
+disks (weights loading) and host CPUs (compilation) can make that optimistic. A plan with
+`arms_per_gpu` K > 1 (plan_device_sets) is simulated the same way, its arms sharing a GPU
+each for the duration given: use durations measured with the arms sharing, as the arms on
+one GPU share its compute.
 """
 
 from __future__ import annotations

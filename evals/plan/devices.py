@@ -1,19 +1,22 @@
 """Which devices each arm of a study gets, and in which order the arms start.
 
 Arms whose devices do not overlap run at the same time. On a GPU machine an arm gets as
-many of the visible GPUs as its engine has ranks (its own CUDA_VISIBLE_DEVICES); on a CPU
-machine the cores are split into equal contiguous blocks, one per arm running at once
-(vLLM's VLLM_CPU_OMP_THREADS_BIND, one core list per rank separated by '|'). One
-`Scheduler` decides which waiting arm starts next: the launcher drives it with real arms
-and `simulate` (evals.plan.device_simulation) with durations, so a simulated schedule is the
+many of the visible GPUs as its engine has ranks (its own CUDA_VISIBLE_DEVICES), or, with
+`arms_per_gpu` K > 1, one-GPU arms share a GPU, K at most on each, each with its
+`gpu_memory_utilization` share of the GPU's memory; on a CPU machine the cores are split
+into equal contiguous blocks, one per arm running at once (vLLM's
+VLLM_CPU_OMP_THREADS_BIND, one core list per rank separated by '|'). One `Scheduler`
+decides which waiting arm starts next: the launcher drives it with real arms and
+`simulate` (evals.plan.device_simulation) with durations, so a simulated schedule is the
 one the launcher follows. Pure: the caller reads the environment, GPU count and CPU
 affinity and passes them in.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from evals.errors import UserError
 
@@ -21,6 +24,9 @@ from evals.errors import UserError
 # one engine per DP rank (vllm/config/parallel.py, ParallelConfig.world_size).
 PARALLEL_KEYS = {"tensor_parallel_size": "tp", "pipeline_parallel_size": "pp",
                  "prefill_context_parallel_size": "pcp", "data_parallel_size": "dp"}
+# vLLM's default share of each GPU's memory an engine takes (vllm/config/cache.py,
+# CacheConfig.gpu_memory_utilization)
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
 
 
 def _sizes(engine: Mapping) -> dict[str, int]:
@@ -50,13 +56,16 @@ class ArmDemand:
     devices: int
     shape: str = ""
     """How `devices` came about, for messages: "tp 4 x pp 2"."""
+    gpu_memory_utilization: object = None
+    """The engine's `gpu_memory_utilization` as configured (None: unset, vLLM's default);
+    checked only when arms share a GPU."""
 
     @classmethod
     def from_engine(cls, name: str, engine: Mapping) -> ArmDemand:
         sizes = _sizes(engine)
         shape = " x ".join(f"{PARALLEL_KEYS[k]} {v}" for k, v in sizes.items()
                            if v > 1 or k == "tensor_parallel_size")
-        return cls(name, devices_needed(engine), shape)
+        return cls(name, devices_needed(engine), shape, engine.get("gpu_memory_utilization"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,8 +142,11 @@ class DevicePlan:
     demands: tuple[ArmDemand, ...]
     """In the config's order: the order in which waiting arms are considered."""
     units: tuple[tuple, ...]
-    """What an arm takes: one GPU id each; on CPU one block of cores each (an arm takes one)."""
+    """What an arm takes: one GPU id each (with arms_per_gpu K, each id K times: one slot
+    each); on CPU one block of cores each (an arm takes one)."""
     assignments: tuple[Assignment, ...] = field(default=())
+    arms_per_gpu: int = 1
+    """Most arms on one GPU at once (1: each arm has its GPUs to itself)."""
 
     def units_for(self, demand: ArmDemand) -> int:
         return demand.devices if self.kind == "gpu" else 1
@@ -156,19 +168,24 @@ class DevicePlan:
 def plan_record(plan: DevicePlan, assignments: Sequence[Assignment]) -> dict:
     """Which devices each arm had, for the run's record (which carries the schema version)."""
     return {"kind": plan.kind, "pool": list(plan.pool), "parallel": plan.parallel,
+            "arms_per_gpu": plan.arms_per_gpu,
             "arms": {a.arm: a.to_record() for a in sorted(assignments, key=lambda a: a.order)}}
 
 
 def plan_device_sets(demands: Sequence[ArmDemand], pool: DevicePool,
-                     parallel: int | None = None) -> DevicePlan:
+                     parallel: int | None = None, arms_per_gpu: int = 1) -> DevicePlan:
     """The plan for running `demands` on `pool`, at most `parallel` arms at once (None: as
     many as fit; 1: one after another in the given order). On CPU the cores are split into
     min(arms, parallel, cores // largest rank count) equal contiguous blocks; cores left
     over by the division stay idle, so that arms running side by side compare fairly.
-    UserError when an arm needs more devices than the pool has."""
-    if parallel is not None and (isinstance(parallel, bool) or not isinstance(parallel, int)
-                                 or parallel < 1):
-        raise UserError(f"parallel must be a whole number of 1 or more, got {parallel!r}.")
+    `arms_per_gpu` K > 1 (GPU pools, one-GPU arms only): each GPU holds up to K arms at
+    once, in K slots; arms fill the first slot of every GPU before a second one.
+    UserError when an arm needs more devices than the pool has, or when arms sharing a GPU
+    would ask for more than its memory."""
+    for flag, value in (("parallel", parallel), ("arms_per_gpu", arms_per_gpu)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 1):
+            raise UserError(f"{flag} must be a whole number of 1 or more, got {value!r}.")
     if not demands:
         raise ValueError("no arms to plan.")
     names = [d.name for d in demands]
@@ -185,20 +202,67 @@ def plan_device_sets(demands: Sequence[ArmDemand], pool: DevicePool,
                             f"machine has {pool.describe()}; lower its parallel sizes or run "
                             "it on a larger machine.")
     lanes = min(len(demands), parallel or len(demands))
-    if pool.kind == "gpu":
-        units = tuple((i,) for i in pool.ids)
+    if arms_per_gpu > 1:
+        _check_sharing(demands, pool, arms_per_gpu, min(arms_per_gpu, lanes))
+    if pool.kind == "gpu":  # slot-major: (0, 1, 0, 1) for 2 GPUs x 2 slots
+        units = tuple((i,) for _ in range(arms_per_gpu) for i in pool.ids)
     else:
         lanes = min(lanes, len(pool.ids) // max(d.devices for d in demands))
         size = len(pool.ids) // lanes
         units = tuple(pool.ids[k * size:(k + 1) * size] for k in range(lanes))
-    plan = DevicePlan(pool.kind, pool.ids, lanes, tuple(demands), units)
+    plan = DevicePlan(pool.kind, pool.ids, lanes, tuple(demands), units,
+                      arms_per_gpu=arms_per_gpu)
     scheduler = Scheduler(plan)
     while not scheduler.done:  # every arm equally long: waves
         started = list(iter(scheduler.next_to_start, None))
         for assignment in started:
             scheduler.finish(assignment.arm)
-    return DevicePlan(plan.kind, plan.pool, plan.parallel, plan.demands, plan.units,
-                      tuple(scheduler.started))
+    return replace(plan, assignments=tuple(scheduler.started))
+
+
+def shared_memory_utilization(arms_per_gpu: int) -> float:
+    """A `gpu_memory_utilization` with which `arms_per_gpu` arms fit on one GPU: vLLM's
+    default divided among them, rounded down to hundredths (2: 0.45, 3: 0.3)."""
+    return math.floor(round(DEFAULT_GPU_MEMORY_UTILIZATION * 100) / arms_per_gpu) / 100
+
+
+def _check_sharing(demands: Sequence[ArmDemand], pool: DevicePool, arms_per_gpu: int,
+                   together: int) -> None:
+    """Arms may share a GPU only on a GPU pool, each on one GPU, and the `together` arms with
+    the largest memory shares (the most that can be on one GPU at once) must fit in it."""
+    flag = f"--arms-per-gpu {arms_per_gpu}"
+    if pool.kind != "gpu":
+        raise UserError(f"--arms-per-gpu is for GPUs; this machine has {pool.describe()}. "
+                        "Use --parallel to run CPU arms side by side on their own cores.")
+    for demand in demands:
+        if demand.devices != 1:
+            shape = f" ({demand.shape})" if demand.shape else ""
+            raise UserError(f"arm `{demand.name}` needs {demand.devices} GPUs{shape}; "
+                            "--arms-per-gpu shares a GPU only among one-GPU arms.")
+    shares = {d.name: _memory_share(d) for d in demands}
+    largest = sorted(shares, key=lambda name: -shares[name])[:together]  # stable: config order
+    total = sum(shares[name] for name in largest)
+    if total > 1.0 + 1e-9:
+        name = largest[0]
+        unset = (" (vLLM's default; the engine does not set it)"
+                 if next(d for d in demands if d.name == name).gpu_memory_utilization is None
+                 else "")
+        raise UserError(
+            f"arm `{name}` has gpu_memory_utilization {shares[name]:g}{unset}; with {flag}, "
+            f"{together} arms on one GPU would ask for {total:.0%} of its memory "
+            f"({', '.join(f'{n} {shares[n]:g}' for n in largest)}); set "
+            f"arms.{name}.engine.gpu_memory_utilization (or arm_defaults.engine's, for every "
+            f"arm) to at most 1/{arms_per_gpu}, e.g. {shared_memory_utilization(arms_per_gpu):g}.")
+
+
+def _memory_share(demand: ArmDemand) -> float:
+    value = demand.gpu_memory_utilization
+    if value is None:
+        return DEFAULT_GPU_MEMORY_UTILIZATION
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise UserError(f"arm `{demand.name}`: gpu_memory_utilization must be a number above 0 "
+                        f"and at most 1, got {value!r}.")
+    return float(value)
 
 
 class Scheduler:

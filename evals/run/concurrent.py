@@ -3,7 +3,8 @@
 The device planner (evals.plan.devices) says which GPUs or CPU cores each arm gets and
 which waiting arm starts next; each started arm runs through the runner
 (evals.runner.launch.run_arm) in a thread of this process, with its devices in its
-worker's environment. `parallel=1` is the one-arm-at-a-time run of two-arm configs.
+worker's environment. `parallel=1` is the one-arm-at-a-time run of two-arm configs;
+`arms_per_gpu` K > 1 lets K one-GPU arms share each GPU (--arms-per-gpu).
 A failed arm frees its devices and is reported; the others go on.
 """
 
@@ -17,6 +18,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 from evals.errors import RunFailed, UserError
 from evals.plan.devices import ArmDemand, DevicePlan, Scheduler, plan_device_sets, visible_devices
+from evals.runner.asks import MODEL_READY
 from evals.runner.launch import run_arm, stop_process_group
 
 PLANNER_VARIABLES = ("CUDA_VISIBLE_DEVICES", "VLLM_CPU_OMP_THREADS_BIND", "OMP_NUM_THREADS")
@@ -39,7 +41,8 @@ def default_parallel(kind: str) -> int | None:
     return None if kind == "gpu" else 1
 
 
-def device_plan(specs: dict, parallel: int | None, source: str) -> DevicePlan:
+def device_plan(specs: dict, parallel: int | None, source: str,
+                arms_per_gpu: int = 1) -> DevicePlan:
     pool = visible_devices(os.environ, gpu_count(), sorted(os.sched_getaffinity(0)))
     parallel = parallel if parallel is not None else default_parallel(pool.kind)
     demands = []
@@ -49,13 +52,13 @@ def device_plan(specs: dict, parallel: int | None, source: str) -> DevicePlan:
         except ValueError as exc:
             raise UserError(f"{source}: arms.{name}.engine: {exc}") from None
         own = sorted(set(spec.env) & set(PLANNER_VARIABLES))
-        if own and parallel != 1:
+        if own and (parallel != 1 or arms_per_gpu != 1):
             raise UserError(f"{source}: arms.{name}.env sets {own[0]}, which the device planner "
                             "assigns when arms run side by side; remove it, or run with "
-                            "`--parallel 1`.")
+                            "`--parallel 1` (and without --arms-per-gpu).")
     if parallel == 1 and any(set(s.env) & set(PLANNER_VARIABLES) for s in specs.values()):
         pool = visible_devices({}, 0, sorted(os.sched_getaffinity(0)))  # the arm's own say
-    return plan_device_sets(demands, pool, parallel)
+    return plan_device_sets(demands, pool, parallel, arms_per_gpu)
 
 
 def run_side_by_side(plan: DevicePlan, specs: dict, echo, first_answer=None,
@@ -72,15 +75,43 @@ def run_side_by_side(plan: DevicePlan, specs: dict, echo, first_answer=None,
     lock = threading.Lock()
     gate_passed = after_first is None
 
+    ready: dict[str, threading.Event] = {}  # an arm's engine has started (or it ended)
+    placed: dict[str, tuple] = {}  # running arm -> its devices
+
     def start(assignment) -> Future:
-        def register(proc, arm=assignment.arm):
+        arm = assignment.arm
+
+        def register(proc):
             with lock:
                 procs[arm] = proc
         if assignment.env:
-            echo(f"[evals] {assignment.arm}: devices {','.join(map(str, assignment.devices))}")
-        return pool.submit(run_arm, specs[assignment.arm], echo=echo,
-                           answer=None if gate_passed else first_answer,
-                           devices_env=assignment.env, on_start=register)
+            echo(f"[evals] {arm}: devices {','.join(map(str, assignment.devices))}")
+        # arms sharing a GPU start their engines one at a time: vLLM sizes its KV cache
+        # from the GPU memory in use while it profiles, so another engine starting on the
+        # same GPU then would count against it (vLLM #55827)
+        before = [other for other, devices in placed.items()
+                  if set(devices) & set(assignment.devices)] if plan.arms_per_gpu > 1 else []
+        ready[arm] = threading.Event()
+        placed[arm] = assignment.devices
+        answer = None if gate_passed else first_answer
+
+        def arm_echo(line: str) -> None:
+            if MODEL_READY in line:
+                ready[arm].set()
+            echo(line)
+
+        def run() -> object:
+            try:
+                for other in before:
+                    if not ready[other].is_set():
+                        echo(f"[evals] {arm}: waits for {other}'s engine to start (arms "
+                             "sharing a GPU start their engines one at a time)")
+                        ready[other].wait()
+                return run_arm(specs[arm], echo=arm_echo, answer=answer,
+                               devices_env=assignment.env, on_start=register)
+            finally:
+                ready[arm].set()
+        return pool.submit(run)
 
     with ThreadPoolExecutor(max_workers=plan.parallel) as pool:
         running: dict[Future, str] = {}
@@ -92,6 +123,7 @@ def run_side_by_side(plan: DevicePlan, specs: dict, echo, first_answer=None,
                 for future in finished:
                     arm = running.pop(future)
                     scheduler.finish(arm)
+                    placed.pop(arm, None)
                     try:
                         layouts[arm] = future.result()
                     except RunFailed as exc:

@@ -28,6 +28,7 @@ ASK_DIR_ENV = "EVALS_ASK_DIR"
 # The questions' kinds, in the order a worker asks them
 RESOLVE = "resolve"  # which configs to resolve for the config audit (an offline worker)
 RESOLVED = "resolved"  # here they are
+MODEL_READY = "model ready in"  # the worker's `[evals]` line once its engine has started
 ENGINE_TURN = "engine"  # once imported, before it builds its model: may it?
 GO = "go"  # its engine is ready, before its first item: go or stop?
 LOOK = "look"  # after each chunk of a sequential run: stop early?

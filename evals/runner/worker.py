@@ -23,7 +23,7 @@ from evals.hardware import probe
 from evals.plan.arm_spec import ArmSpec
 from evals.record.records import SPEED_RECORD
 from evals.runner.backends import import_backend, open_backend
-from evals.runner.asks import ENGINE_TURN, GO, LOOK, RESOLVE, RESOLVED, ask
+from evals.runner.asks import ENGINE_TURN, GO, LOOK, MODEL_READY, RESOLVE, RESOLVED, ask
 from evals.runner.launch import BAD_INPUT_PREFIX
 from evals.runner.chunk_merge import merge_chunk_samples
 from evals.runner.config_resolver import engine_arg_names, resolve_report
@@ -208,7 +208,7 @@ def run(spec: ArmSpec) -> int:
         timeline["engine_turn"] = time.time()
         say(spec, f"starting {spec.mode} model for {spec.model}")
         backend = open_backend(spec, layout, stack, ProgressLines)
-        say(spec, f"model ready in {backend.engine_start_seconds:.0f} s")
+        say(spec, f"{MODEL_READY} {backend.engine_start_seconds:.0f} s")
         layout.write_manifest({
             "arm": spec.arm,
             "mode": spec.mode,

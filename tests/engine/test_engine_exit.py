@@ -46,7 +46,7 @@ def test_an_engine_core_in_its_own_process_ends_with_its_arm(tmp_path, monkeypat
         engine={**ENGINE, "enable_prefix_caching": True, "block_size": 32,
                 "speculative_config": MTP},
         env={**CPU_ENV, "VLLM_ENABLE_V1_MULTIPROCESSING": "1"},
-        tasks=("tiny_reviews_shared_prefix",), limit=60, num_fewshot=0, seed=1234,
+        tasks=("tiny_reviews_shared_prefix",), limit=24, num_fewshot=0, seed=1234,
         include_paths=(str(REPO / "tasks"),), output_dir=str(tmp_path / "arm")).with_fingerprint()
     started = time.time()
     with ThreadPoolExecutor(1) as pool:  # returns once the worker process has exited
@@ -70,4 +70,4 @@ def test_an_engine_core_in_its_own_process_ends_with_its_arm(tmp_path, monkeypat
     record = layout.task_record("tiny_reviews_shared_prefix")
     assert record["exercise"]["vllm:prefix_cache_hits"] > 0
     assert manifest["spec_decode"]["vllm:spec_decode_num_accepted_tokens"] > 0
-    assert record["requests"] == 60
+    assert record["requests"] == 24

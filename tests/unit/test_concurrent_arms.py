@@ -4,13 +4,15 @@ machine and what an arm may not set itself."""
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import replace
 
 import pytest
 
 from evals.errors import UserError
 from evals.plan.arm_spec import ArmSpec
-from evals.run.concurrent import device_plan
+from evals.run.concurrent import device_plan, run_side_by_side
+from evals.runner.asks import MODEL_READY
 
 
 def spec(name: str, **engine) -> ArmSpec:
@@ -52,3 +54,76 @@ def test_bad_parallel_sizes_and_too_big_arms_are_bad_input(cpu_machine):
     cores = len(os.sched_getaffinity(0))
     with pytest.raises(UserError, match=f"arm `a` needs {cores + 1} CPU cores"):
         device_plan({"a": spec("a", tensor_parallel_size=cores + 1)}, 1, "c.yaml")
+
+
+@pytest.fixture
+def one_gpu_machine(monkeypatch):
+    monkeypatch.setattr("evals.run.concurrent.gpu_count", lambda: 1)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+
+def test_arms_per_gpu_shares_the_gpu_checking_each_arms_memory(one_gpu_machine):
+    fit = {n: spec(n, gpu_memory_utilization=0.45) for n in "ab"}
+    plan = device_plan(fit, None, "c.yaml", arms_per_gpu=2)
+    assert plan.kind == "gpu" and plan.arms_per_gpu == 2
+    assert [a.env for a in plan.assignments] == [{"CUDA_VISIBLE_DEVICES": "0"}] * 2
+    assert plan.to_record()["arms_per_gpu"] == 2
+    with pytest.raises(UserError, match=r"arm `a` has gpu_memory_utilization 0.9 \(vLLM's default"):
+        device_plan({"a": spec("a"), "b": spec("b")}, None, "c.yaml", arms_per_gpu=2)
+    assert device_plan({"a": spec("a"), "b": spec("b")}, None, "c.yaml").arms_per_gpu == 1
+
+
+def test_an_arm_that_sets_its_own_gpus_cannot_share_one(one_gpu_machine):
+    own = replace(spec("b", gpu_memory_utilization=0.45), env={"CUDA_VISIBLE_DEVICES": "0"})
+    with pytest.raises(UserError, match="arms.b.env sets CUDA_VISIBLE_DEVICES.*without "
+                                        "--arms-per-gpu"):
+        device_plan({"a": spec("a", gpu_memory_utilization=0.45), "b": own}, 1, "c.yaml",
+                    arms_per_gpu=2)
+
+
+def test_arms_per_gpu_on_a_cpu_machine_is_bad_input(cpu_machine):
+    with pytest.raises(UserError, match="--arms-per-gpu is for GPUs; this machine has"):
+        device_plan({"a": spec("a"), "b": spec("b")}, None, "c.yaml", arms_per_gpu=2)
+
+
+def fake_arms(monkeypatch, start_seconds: float):
+    """run_arm replaced by a stand-in that logs its start, says its model is ready after
+    `start_seconds` (the worker's `[evals]` line) and ends a moment later."""
+    log: list[tuple[str, str, float]] = []
+
+    def run_arm(spec, *, echo, answer, devices_env, on_start):
+        log.append((spec.arm, "start", time.monotonic()))
+        time.sleep(start_seconds)
+        log.append((spec.arm, "ready", time.monotonic()))
+        echo(f"[evals] {spec.arm}: {MODEL_READY} {start_seconds:.0f} s")
+        time.sleep(0.05)
+        return spec.arm
+
+    monkeypatch.setattr("evals.run.concurrent.run_arm", run_arm)
+    return log
+
+
+def test_arms_sharing_a_gpu_start_their_engines_one_at_a_time(one_gpu_machine, monkeypatch):
+    log = fake_arms(monkeypatch, 0.3)
+    specs = {n: spec(n, gpu_memory_utilization=0.45) for n in "ab"}
+    lines: list[str] = []
+    layouts, failed, record = run_side_by_side(device_plan(specs, 2, "c.yaml", arms_per_gpu=2),
+                                               specs, lines.append)
+    assert layouts == {"a": "a", "b": "b"} and not failed
+    when = {(arm, what): t for arm, what, t in log}
+    assert when[("b", "start")] >= when[("a", "ready")]  # b waited for a's engine
+    assert when[("b", "start")] < when[("a", "ready")] + 0.2  # ... and no longer
+    assert any("b: waits for a's engine to start" in line for line in lines)
+    assert [record["arms"][n]["devices"] for n in "ab"] == [["0"], ["0"]]
+
+
+def test_arms_on_their_own_gpus_start_together(monkeypatch):
+    monkeypatch.setattr("evals.run.concurrent.gpu_count", lambda: 2)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    log = fake_arms(monkeypatch, 0.3)
+    specs = {n: spec(n, gpu_memory_utilization=0.45) for n in "ab"}
+    lines: list[str] = []
+    run_side_by_side(device_plan(specs, 2, "c.yaml", arms_per_gpu=2), specs, lines.append)
+    when = {(arm, what): t for arm, what, t in log}
+    assert when[("b", "start")] < when[("a", "ready")]  # GPUs 0 and 1: no wait
+    assert not any("waits for" in line for line in lines)

@@ -9,6 +9,7 @@ import ast
 import json
 import random
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -283,6 +284,168 @@ def test_the_scheduler_as_the_launcher_drives_it():
     assert json.loads(json.dumps(record)) == record
     assert record["arms"]["c"] == {"devices": list("4567"), "env": {"CUDA_VISIBLE_DEVICES": "4,5,6,7"},
                                    "order": 2}
+
+
+# --- arms sharing a GPU (arms_per_gpu) --------------------------------------------------------
+
+GPU1, GPUS2 = visible_devices({}, 1, []), visible_devices({}, 2, [])
+
+
+def share(name: str, memory: float | None = 0.45, **more) -> ArmDemand:
+    engine = {**more, **({} if memory is None else {"gpu_memory_utilization": memory})}
+    return ArmDemand.from_engine(name, engine)
+
+
+def test_two_arms_share_one_gpu_in_waves_of_two():
+    plan = plan_device_sets([share(n) for n in "abcd"], GPU1, 2, arms_per_gpu=2)
+    assert plan.parallel == 2 and plan.arms_per_gpu == 2
+    assert [(a.arm, a.env) for a in plan.assignments] == [
+        (n, {"CUDA_VISIBLE_DEVICES": "0"}) for n in "abcd"]
+    assert starts(simulate(plan, dict.fromkeys("abcd", 1.0))) == {"a": 0, "b": 0, "c": 1, "d": 1}
+    assert plan.to_record()["arms_per_gpu"] == 2
+    # without sharing the one GPU runs one arm at a time
+    alone = plan_device_sets([share(n) for n in "abcd"], GPU1, 2)
+    assert starts(simulate(alone, dict.fromkeys("abcd", 1.0))) == {"a": 0, "b": 1, "c": 2, "d": 3}
+
+
+def test_two_gpus_two_arms_each_run_four_at_once_and_fill_every_gpu_first():
+    plan = plan_device_sets([share(n) for n in "abcd"], GPUS2, 4, arms_per_gpu=2)
+    assert [(a.arm, a.devices) for a in plan.assignments] == [
+        ("a", ("0",)), ("b", ("1",)), ("c", ("0",)), ("d", ("1",))]
+    assert set(starts(simulate(plan, dict.fromkeys("abcd", 1.0))).values()) == {0.0}
+    # two at once on two GPUs: one arm per GPU, none shares
+    plan = plan_device_sets([share(n) for n in "abcd"], GPUS2, 2, arms_per_gpu=2)
+    assert [a.devices for a in plan.assignments] == [("0",), ("1",)] * 2
+
+
+def test_an_arm_that_finishes_frees_its_own_slot_on_a_shared_gpu():
+    # one GPU, two slots: b ends first, c takes b's slot while a runs on; d waits for a
+    plan = plan_device_sets([share(n) for n in "abcd"], GPU1, None, arms_per_gpu=2)
+    result = simulate(plan, {"a": 5.0, "b": 1.0, "c": 1.0, "d": 1.0})
+    assert starts(result) == {"a": 0, "b": 0, "c": 1, "d": 2}
+    assert result.makespan == 5.0
+
+
+def test_sharing_is_for_one_gpu_arms_only():
+    with pytest.raises(UserError) as caught:
+        plan_device_sets([share("a"), share("x", tensor_parallel_size=2)], GPUS2, 2, arms_per_gpu=2)
+    assert str(caught.value) == ("arm `x` needs 2 GPUs (tp 2); --arms-per-gpu shares a GPU only "
+                                 "among one-GPU arms.")
+    plan_device_sets([share("a"), share("x", tensor_parallel_size=2)], GPUS2, 2)  # K=1: fine
+
+
+def test_sharing_is_for_gpus_not_cpu_cores():
+    cpu = visible_devices({}, None, range(4))
+    with pytest.raises(UserError, match=r"^--arms-per-gpu is for GPUs; this machine has 4 CPU "
+                                        r"cores \(0-3\)"):
+        plan_device_sets([ArmDemand(n, 1) for n in "ab"], cpu, 2, arms_per_gpu=2)
+    assert plan_device_sets([ArmDemand(n, 1) for n in "ab"], cpu, 2, arms_per_gpu=1).parallel == 2
+
+
+@pytest.mark.parametrize("arms_per_gpu", [0, -1, 1.5, True, "2"])
+def test_arms_per_gpu_must_be_one_or_more(arms_per_gpu):
+    with pytest.raises(UserError, match="arms_per_gpu must be a whole number of 1 or more"):
+        plan_device_sets([share("a")], GPU1, None, arms_per_gpu=arms_per_gpu)
+
+
+@pytest.mark.parametrize("memories, arms_per_gpu, named, message", [
+    ((0.6, 0.6), 2, "a", "has gpu_memory_utilization 0.6; with --arms-per-gpu 2, 2 arms on one "
+     "GPU would ask for 120% of its memory (a 0.6, b 0.6)"),
+    ((0.45, 0.6, 0.3), 2, "b", "(b 0.6, a 0.45)"),
+    ((None, None), 2, "a", "has gpu_memory_utilization 0.9 (vLLM's default; the engine does not "
+     "set it)"),
+    ((0.45, 0.45, 0.45), 3, "a", "at most 1/3, e.g. 0.3."),
+])
+def test_arms_sharing_a_gpu_must_fit_in_its_memory(memories, arms_per_gpu, named, message):
+    arms = [share(n, m) for n, m in zip("abc", memories)]
+    with pytest.raises(UserError) as caught:
+        plan_device_sets(arms, GPU1, None, arms_per_gpu=arms_per_gpu)
+    text = str(caught.value)
+    assert text.startswith(f"arm `{named}` has gpu_memory_utilization") and message in text
+    assert (f"set arms.{named}.engine.gpu_memory_utilization (or arm_defaults.engine's, for "
+            f"every arm) to at most 1/{arms_per_gpu}, e.g. ") in text
+
+
+@pytest.mark.parametrize("memories, arms_per_gpu, parallel", [
+    ((0.45, 0.45), 2, None),
+    ((0.5, 0.5, 0.9), 2, 1),  # one at a time: no two arms on the GPU together
+    ((0.3, 0.3, 0.4), 3, None),  # exactly the whole GPU
+    ((0.7, 0.3, 0.2), 2, None),  # the two largest fit
+    ((0.9, 0.9), 1, None),  # no sharing: vLLM's default is fine
+])
+def test_memory_shares_that_fit_pass(memories, arms_per_gpu, parallel):
+    arms = [share(n, m) for n, m in zip("abc", memories)]
+    plan = plan_device_sets(arms, GPU1, parallel, arms_per_gpu=arms_per_gpu)
+    assert len(plan.assignments) == len(arms)
+
+
+@pytest.mark.parametrize("memory", ["0.45", 0, 1.5, True, float("nan")])
+def test_a_memory_share_that_is_not_a_fraction_is_named_when_arms_share(memory):
+    with pytest.raises(UserError, match=r"arm `b`: gpu_memory_utilization must be a number "
+                                        r"above 0 and at most 1"):
+        plan_device_sets([share("a"), share("b", memory)], GPU1, None, arms_per_gpu=2)
+
+
+def test_one_arm_per_gpu_is_the_plan_before_sharing_existed():
+    # records written by the planner before arms_per_gpu (git 603d5a0), plus the new key
+    arms = [tp("a", 4), tp("b", 2), tp("c", 4), tp("d", 2), tp("e", 1)]
+    record = plan_device_sets(arms, GPUS8, None).to_record()
+
+    def gpus(*ids):
+        return {"devices": list(ids), "env": {"CUDA_VISIBLE_DEVICES": ",".join(ids)}}
+
+    assert record == {"kind": "gpu", "pool": list("01234567"), "parallel": 5, "arms_per_gpu": 1,
+                      "arms": {"a": {**gpus(*"0123"), "order": 0}, "b": {**gpus("4", "5"), "order": 1},
+                               "d": {**gpus("6", "7"), "order": 2},
+                               "c": {**gpus(*"0123"), "order": 3}, "e": {**gpus("4"), "order": 4}}}
+    assert list(record) == ["kind", "pool", "parallel", "arms_per_gpu", "arms"]
+    assert plan_device_sets(arms, GPUS8, None, arms_per_gpu=1) == plan_device_sets(arms, GPUS8, None)
+    one = plan_device_sets([share(n) for n in "abcd"], GPU1, 2, arms_per_gpu=1)
+    assert one.units == (("0",),) and one.to_record() == {
+        "kind": "gpu", "pool": ["0"], "parallel": 2, "arms_per_gpu": 1,
+        "arms": {n: {**gpus("0"), "order": k} for k, n in enumerate("abcd")}}
+
+
+def _check_shared_schedule(plan, durations, result):
+    """Independent of the scheduler's code, for plans whose one-GPU arms share GPUs: never
+    more than `arms_per_gpu` arms on one GPU or `parallel` in all at once, no waiting arm
+    idle while a slot is free, and the slots' capacity bounds the makespan."""
+    k = plan.arms_per_gpu
+    timing = {t.arm: t for t in result.arms}
+    assert set(timing) == set(durations)
+    for t in result.arms:
+        assert t.end - t.start == pytest.approx(durations[t.arm])
+        assert len(t.devices) == 1 and t.devices[0] in plan.pool
+    for moment in sorted({x for t in result.arms for x in (t.start, t.end)}):
+        running = [t for t in result.arms if t.start <= moment < t.end]
+        waiting = [t for t in result.arms if t.start > moment]
+        per_gpu = Counter(t.devices[0] for t in running)
+        assert max(per_gpu.values(), default=0) <= k
+        assert len(running) <= plan.parallel
+        if len(running) < plan.parallel and len(running) < k * len(plan.pool):
+            assert not waiting
+    assert result.makespan >= max(durations.values())
+    assert result.makespan >= sum(durations.values()) / (k * len(plan.pool)) - 1e-9
+    assert result.makespan <= result.sequential + 1e-9
+
+
+def test_random_shared_gpu_studies_keep_every_invariant():
+    rng = random.Random(20260202)
+    shared = 0
+    for _ in range(300):
+        pool = visible_devices({}, rng.choice([1, 2, 3, 4]), [])
+        k = rng.choice([2, 3, 4])
+        arms = [share(f"arm{i}", rng.choice([0.1, 0.2, 1 / k])) for i in range(rng.randint(1, 9))]
+        parallel = rng.choice([None, 1, 2, 3, 5])
+        durations = {a.name: float(rng.choice([0, 1, 2, 3, 5, 8, 13])) for a in arms}
+        plan = plan_device_sets(arms, pool, parallel, arms_per_gpu=k)
+        assert plan.units == tuple((i,) for _ in range(k) for i in pool.ids)
+        result = simulate(plan, durations)
+        _check_shared_schedule(plan, durations, result)
+        shared += any(n > 1 for moment in {t.start for t in result.arms}
+                      for n in Counter(t.devices[0] for t in result.arms
+                                       if t.start <= moment < t.end).values())
+    assert shared > 50  # the cases do exercise GPUs holding more than one arm
 
 
 def test_simulate_refuses_durations_that_do_not_match_the_arms():

@@ -120,6 +120,28 @@ def test_bad_study_exits_2_without_traceback(tmp_path, capsys):
     assert "both set `enable_prefix_caching`" in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("extra, args, message", [
+    ({"factorial": FACTORIAL}, ["--executor", "ray"],
+     "--arms-per-gpu is for arms run on this machine; with `--executor ray`"),
+    ({"arms": {"baseline": {"engine": {"a": 1}}, "candidate": {"engine": {"a": 2}}}}, [],
+     "--arms-per-gpu is for studies (more than two arms or `factorial:`); a two-arm config"),
+])
+def test_arms_per_gpu_is_for_studies_on_this_machine(tmp_path, capsys, extra, args, message):
+    path = write(tmp_path, base(tmp_path, **extra))
+    assert main(["ab", str(path), "--arms-per-gpu", "2", *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "1.5", "two"])
+def test_arms_per_gpu_must_be_a_whole_number_of_one_or_more(tmp_path, capsys, value):
+    path = write(tmp_path, base(tmp_path, factorial=FACTORIAL))
+    with pytest.raises(SystemExit) as caught:
+        main(["ab", str(path), "--arms-per-gpu", value])
+    assert caught.value.code == 2
+    assert "--arms-per-gpu: expected a whole number of 1 or more" in capsys.readouterr().err
+
+
 def test_two_arm_commands_refuse_a_study(tmp_path):
     path = write(tmp_path, base(tmp_path, factorial=FACTORIAL))
     with pytest.raises(UserError, match="this command takes a two-arm config"):
