@@ -88,9 +88,7 @@ def study_audit(study: Study, specs: dict, *, allow_undeclared: bool, echo) -> S
     for arm, r in resolved.items():
         if r.effective is None:
             continue
-        key = (json.dumps(r.effective, sort_keys=True, default=str),
-               json.dumps(specs[arm].env, sort_keys=True), specs[arm].model_hash,
-               json.dumps(specs[arm].faults, sort_keys=True))
+        key = arm_identity(specs[arm], r.effective)
         if key in effective:
             raise UserError(f"{study.source}: vLLM resolves arms `{effective[key]}` and `{arm}` "
                             "to the same effective engine config; they would measure the same "

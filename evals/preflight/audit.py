@@ -57,7 +57,7 @@ FIELD_ARGUMENT = {"cache.cache_dtype": "kv_cache_dtype", "scheduler.policy": "sc
 SECTION_ARGUMENTS: dict[str, tuple[str, ...]] = {
     "speculative": ("speculative_config", "spec_method", "spec_model", "spec_tokens"),
     "quant": ("quantization", "quantization_config", "model"),
-    "lora": ("enable_lora",),
+    "lora": ("enable_lora", "lora_adapter"),  # an adapter turns LoRA on (engine_call)
     "compilation": ("compilation_config", "enforce_eager", "optimization_level",
                     "performance_mode"),
     "kv_transfer": ("kv_transfer_config",),
@@ -359,13 +359,14 @@ def audit_arms(config: ABConfig, effective: Mapping[str, dict | None], *,
 
 
 def arm_inputs(config: ABConfig) -> dict:
-    """Minimal `ArmSpec`s of both arms: the resolver needs model, engine, env, seed and mode."""
+    """Minimal `ArmSpec`s of both arms: the resolver needs model, engine, env, seed, mode and
+    adapter."""
     from evals.plan.arm_spec import ArmSpec
 
     return {arm: ArmSpec(arm=arm, model=config.arm_model(arm), engine=dict(config.arm(arm).engine),
                          env=dict(config.arm(arm).env), tasks=(), limit=None, num_fewshot=None,
                          seed=config.seed, include_paths=(), output_dir="", versions={},
-                         mode=config.arm(arm).mode)
+                         mode=config.arm(arm).mode, lora_adapter=config.arm(arm).lora_adapter)
             for arm in ARMS}
 
 

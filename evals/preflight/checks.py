@@ -87,12 +87,15 @@ def check_fault_support(config: ABConfig) -> None:
         raise UserError(f"{config.source}: faults cannot be injected: {problem}.")
 
 
-def arm_identity(spec: ArmSpec) -> tuple:
+def arm_identity(spec: ArmSpec, effective: dict | None = None) -> tuple:
     """What makes two arms the same measurement: model, adapter, mode, faults, structured
-    output, engine and environment."""
+    output, engine and environment. With `effective` (the engine config vLLM resolved for
+    the arm) that stands for the requested engine arguments: two arms vLLM resolves alike
+    measure the same thing, unless something else here differs."""
+    engine = spec.engine if effective is None else effective
     return (spec.model_hash, spec.adapter_hash, spec.mode, json.dumps(spec.faults, sort_keys=True),
             json.dumps(spec.structured_output, sort_keys=True),
-            json.dumps(spec.engine, sort_keys=True), json.dumps(spec.env, sort_keys=True))
+            json.dumps(engine, sort_keys=True, default=str), json.dumps(spec.env, sort_keys=True))
 
 
 def check_arms_differ(config: ABConfig, specs: dict[str, ArmSpec]) -> None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from evals.plan.arm_spec import ArmSpec
 from evals.runner.effective_config import effective_engine_config
+from evals.runner.engine_call import offline_call, server_call
 from evals.runner.layout import ArmLayout
 from evals.runner.vllm_compat import shutdown_engine
 
@@ -58,9 +59,6 @@ class Backend:
 
     def spec_decode(self) -> dict:
         return {k: v for k, v in self.counters().items() if k.startswith("vllm:spec_decode")}
-
-
-LORA_NAME = "evals-adapter"
 
 
 def _request_timing(out) -> dict | None:
@@ -175,11 +173,8 @@ def open_backend(spec: ArmSpec, layout: ArmLayout, stack: ExitStack, progress_cl
     if spec.mode == "offline":
         from lm_eval.models.vllm_causallms import VLLM
 
-        engine = dict(spec.engine)
-        engine.setdefault("disable_log_stats", False)
-        if spec.lora_adapter:  # lm-eval turns this into enable_lora and a LoRARequest
-            engine["lora_local_path"] = spec.lora_adapter
-        lm = VLLM(pretrained=spec.model, seed=spec.seed, batch_size="auto", **engine)
+        lm = VLLM(pretrained=spec.model, seed=spec.seed, batch_size="auto",
+                  **offline_call(spec))
         # stopped explicitly when the arm ends, however it ends: with the engine core in a
         # process of its own (vLLM's default, always on a GPU) nothing else stops it before
         # Python's exit handlers wait for that process forever
@@ -204,10 +199,8 @@ def open_backend(spec: ArmSpec, layout: ArmLayout, stack: ExitStack, progress_cl
     from evals.runner.stream_proxy import StreamingProxy
 
     if spec.mode == "server":
-        engine, name = dict(spec.engine), SERVED_NAME
-        if spec.lora_adapter:  # requests name the adapter, so vLLM applies it
-            engine.update(enable_lora=True, lora_modules=f"{LORA_NAME}={spec.lora_adapter}")
-            name = LORA_NAME
+        engine, adapter_name = server_call(spec)
+        name = adapter_name or SERVED_NAME  # requests name the adapter, so vLLM applies it
         server = stack.enter_context(VllmServer(spec.model, engine, layout.root / "server.log",
                                                 seed=spec.seed))
         upstream, headers = server.base_url, {}

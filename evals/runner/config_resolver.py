@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from evals.plan.arm_spec import ArmSpec
 from evals.runner.effective_config import flatten_vllm_config
+from evals.runner.engine_call import offline_engine_args, server_call
 from evals.faults.catalog import ENV_VAR as FAULTS_ENV
 from evals.runner.launch import FAULT_TALLY_ENV, start_python, stop_process_group, worker_env
 
@@ -75,11 +76,8 @@ def _engine_args(model: str, engine: dict, seed: int | None, mode: str):
 
         flags = {**engine, "seed": seed, "served_model_name": SERVED_NAME}
         return parse_engine_args(model, flags), UsageContext.OPENAI_API_SERVER
-    kwargs = dict(engine)
-    kwargs.setdefault("disable_log_stats", False)  # the worker's default
-    if seed is not None:
-        kwargs.setdefault("seed", seed)  # lm-eval passes the run's seed to vLLM
-    return EngineArgs(model=model, **kwargs), UsageContext.LLM_CLASS
+    # `engine` is already the call's (evals.runner.engine_call.offline_engine_args)
+    return EngineArgs(model=model, **engine), UsageContext.LLM_CLASS
 
 
 def _resolve(model: str, engine: dict, seed: int | None, mode: str) -> tuple[dict, list[str]]:
@@ -164,9 +162,11 @@ def main(argv: list[str]) -> int:
 # ---- parent side (no vLLM import) ----
 
 def resolver_input(spec: ArmSpec) -> dict:
-    """What `resolve_report` needs of an arm."""
-    return {"model": spec.model, "engine": spec.engine, "seed": spec.seed,
-            "mode": getattr(spec, "mode", "offline")}
+    """What `resolve_report` needs of an arm: the engine arguments of the call its worker
+    makes (evals.runner.engine_call, LoRA settings included)."""
+    mode = getattr(spec, "mode", "offline")
+    engine = server_call(spec)[0] if mode == "server" else offline_engine_args(spec)
+    return {"model": spec.model, "engine": engine, "seed": spec.seed, "mode": mode}
 
 
 def resolution_env(spec: ArmSpec) -> dict[str, str]:

@@ -12,6 +12,7 @@ exit 4". The counts are in the README ("Reliability").
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import shutil
@@ -101,8 +102,14 @@ def _copy(tmp: Path) -> Path:
     return target
 
 
+@functools.cache
+def _read_unchanged(baseline: Path):
+    """The untouched fixture, read once: every case mutates only the candidate's copy."""
+    return read_output_dir(baseline)
+
+
 def _read_and_analyse(baseline: Path, candidate: Path) -> None:
-    a, b = read_output_dir(baseline), read_output_dir(candidate)
+    a, b = _read_unchanged(baseline), read_output_dir(candidate)
     for task, metric in TASKS.items():
         if task not in a.tasks() or task not in b.tasks():
             continue

@@ -61,8 +61,11 @@ def test_the_audit_waits_for_every_host_and_passes_other_questions_on(tmp_path):
     answers = {name: board.answerer(name, lambda q: passed.append(q["kind"]) or {"go": True})
                for name in specs}
     asked = answers["baseline"]({"kind": "resolve"})
-    assert asked == {"arms": [{"model": "m", "engine": {"seed": 1}, "seed": 1,
-                               "mode": "offline"}]}
+    # the engine arguments of the arm's vLLM call (evals.runner.engine_call), not its config's
+    assert asked == {"arms": [{"model": "m", "engine": {"seed": 1, "disable_log_stats": False,
+                                                        "enable_lora": False,
+                                                        "max_lora_rank": 16},
+                               "seed": 1, "mode": "offline"}]}
     collected = {}
     waiter = threading.Thread(target=lambda: collected.update(board.collect()))
     waiter.start()
