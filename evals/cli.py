@@ -336,10 +336,11 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         from evals.hardware import probe
         from evals.plan.study import Study, load_run_config
-        from evals.preflight.cpu_support import refusal, unsupported_settings
+        from evals.preflight.cpu_support import gpu_refusal, refusal, unsupported_settings
 
         platform = probe()
         print(f"platform: {platform.describe()}")
+        gpu_only: set[str] = set()
 
         for path in args.configs:
             config = load_run_config(path)
@@ -353,6 +354,12 @@ def _dispatch(args: argparse.Namespace) -> int:
                     print(line)
                 # what `ab` would refuse on this machine (a GPU config checked on a CPU
                 # machine is still a valid config: reported, not an error)
+                why = gpu_refusal(one, platform)
+                if why:
+                    if one.source not in gpu_only:
+                        print(f"{one.source}: not on this machine: {why}")
+                    gpu_only.add(one.source)
+                    continue
                 shown = {role: f"arms.{name}" for role, name in
                          (names or {"baseline": "baseline", "candidate": "candidate"}).items()}
                 for found in unsupported_settings(one, platform, arms=tuple(shown), names=shown):

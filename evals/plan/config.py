@@ -183,6 +183,9 @@ class ABConfig(_Strict):
         "is intended")
     gate: GateConfig = GateConfig()
     drift: DriftSettings = DriftSettings()
+    hardware: Literal["any", "gpu"] = Field(
+        "any", description="`gpu`: the arms are meant for vLLM on a GPU (configs/gpu/); where "
+        "the engines would run on vLLM's CPU backend the run stops before any engine starts")
     description: str = ""
     source: str = Field("", exclude=True, description="the file this was loaded from")
 

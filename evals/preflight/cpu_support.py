@@ -184,10 +184,24 @@ def unsupported_settings(config, platform: Platform | None = None, arms=ARMS,
     return found
 
 
+def gpu_refusal(config, platform: Platform) -> str | None:
+    """Why a `hardware: gpu` config cannot run here (its engines would run on vLLM's CPU
+    backend), or None."""
+    if getattr(config, "hardware", "any") != "gpu" or not engine_on_cpu(platform):
+        return None
+    return (f"`hardware: gpu`: its arms are meant for vLLM on a GPU, and here the engines run "
+            f"on vLLM's CPU backend (this machine has {platform.describe()}). Run it on a GPU "
+            "machine, or use a config of this change for CPUs (configs/cpu/).")
+
+
 def check_cpu_support(config, platform: Platform | None = None,
                       names: dict[str, str] | None = None) -> None:
-    """Preflight: a UserError (one line) when an arm asks for what this CPU cannot run."""
+    """Preflight: a UserError (one line) when the config is for GPUs and this machine's
+    engines run on its CPU, or an arm asks for what this CPU cannot run."""
     platform = platform or probe()
+    why = gpu_refusal(config, platform)
+    if why:
+        raise UserError(f"{config.source}: {why}")
     found = unsupported_settings(config, platform, names=names)
     if found:
         raise UserError(f"{config.source}: {refusal(found, platform)}")

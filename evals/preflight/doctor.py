@@ -29,7 +29,7 @@ from evals.plan.config import ABConfig, load_config
 from evals.errors import UserError
 from evals.hardware import Platform, probe
 from evals.paths import ARMS
-from evals.preflight.cpu_support import refusal, unsupported_settings
+from evals.preflight.cpu_support import gpu_refusal, refusal, unsupported_settings
 
 Severity = Literal["error", "warning", "info"]
 SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
@@ -309,6 +309,9 @@ def _cpu_findings(config: ABConfig, platform: Platform | None) -> tuple[Finding,
     """What vLLM's CPU backend cannot run on this CPU (evals.preflight.cpu_support), as
     errors: the same findings preflight stops a run with."""
     platform = platform or probe()
+    why = gpu_refusal(config, platform)
+    if why:  # the CPU rules are moot for a config meant for GPUs
+        return (Finding("error", "gpu-required", why),)
     found = unsupported_settings(config, platform)
     return tuple(Finding("error", "cpu-unsupported", refusal([u], platform),
                          u.arm.removeprefix("arms.")) for u in found)

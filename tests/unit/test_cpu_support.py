@@ -258,3 +258,47 @@ def test_doctor_and_check_engine_args_on_an_avx2_cpu(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert "arms.candidate.engine accepted by vLLM" in done.stdout
     assert "not on this machine's CPU: arms.candidate asks for 4-bit weight-only" in done.stdout
+
+
+GPU_CONFIGS = REPO / "configs" / "gpu"
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in GPU_CONFIGS.glob("*.yaml")
+                                        if p.stem != "base"))
+def test_every_gpu_config_is_refused_where_engines_run_on_the_cpu(name, cpu_vllm):
+    """`hardware: gpu` (configs/gpu/base.yaml): one line naming the file and what to do,
+    before the CPU rules (a GPU config's FP8 weights are not this CPU's problem)."""
+    from evals.plan.study import load_run_config
+
+    config = load_run_config(GPU_CONFIGS / f"{name}.yaml")
+    one = next(iter(config.comparisons.values())) if hasattr(config, "comparisons") else config
+    assert one.hardware == "gpu"
+    with pytest.raises(UserError) as raised:
+        check_cpu_support(one, platform_of(AVX512))
+    message = str(raised.value)
+    assert message.startswith(f"{GPU_CONFIGS / name}.yaml: `hardware: gpu`") and "\n" not in message
+    assert "Run it on a GPU machine" in message and "asks for" not in message  # no CPU rule
+    (finding,) = diagnose_config(one, platform=platform_of(AVX2)).errors
+    assert finding.code == "gpu-required"
+
+
+def test_a_gpu_config_is_not_refused_where_a_gpu_runs_the_engines(monkeypatch):
+    monkeypatch.setattr(cpu_support, "engine_on_cpu", lambda platform: not platform.gpus)
+    config = load_config(GPU_CONFIGS / "kv_fp8.yaml")
+    check_cpu_support(config, platform_of(AMX, gpus=["NVIDIA H200 143771 MiB"]))
+    assert not diagnose_config(config, platform=platform_of(AMX, gpus=["NVIDIA H200"])).errors
+    # a config for any machine (the default) is not refused anywhere for its hardware
+    assert load_config(CPU_CONFIGS / "mtp_prefix.yaml").hardware == "any"
+    assert cpu_support.gpu_refusal(load_config(CPU_CONFIGS / "mtp_prefix.yaml"),
+                                   platform_of(AVX2)) is None
+
+
+def test_ab_of_a_gpu_config_on_this_cpu_is_exit_2_in_seconds(tmp_path):
+    if not cpu_support.engine_on_cpu(probe()):
+        pytest.skip("this environment's engines run on a GPU")
+    reports = tmp_path / "reports"
+    done, seconds = _cli("ab", "configs/gpu/study_mtp_prefix.yaml", "--reports", str(reports),
+                         cpuinfo=AVX2, tmp_path=tmp_path)
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    assert done.stderr.count("\n") == 1 and "`hardware: gpu`" in done.stderr
+    assert not reports.exists() and "[evals] run" not in done.stdout and seconds < 60
