@@ -112,7 +112,7 @@ def run_ab(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, fresh: bool = 
            echo=print, store_root: Path | None = None,
            allow_undeclared: bool = False, executor: Executor = LOCAL) -> tuple[ExitCode, Path]:
     # plan and preflight
-    check_inputs(config)
+    check_inputs(config, devices=not executor.ray)
     if executor.ray and config.sequential:
         raise UserError(f"{config.source}: `sequential` needs the local executor (the parent "
                         "answers each look of the running arm); drop `--executor ray`.")

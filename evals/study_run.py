@@ -147,7 +147,7 @@ def run_study(study: Study, reports_dir: Path = DEFAULT_REPORTS, fresh: bool = F
         check_local_models(comparison)
         check_cpu_support(comparison, names={"baseline": f"arm {study.baseline}",
                                              "candidate": f"arm {arm}"})
-    check_inputs(settings)
+    check_inputs(settings, devices=False)  # the device plan checks every arm by name
     executor.check()
     for comparison in study.comparisons.values():
         check_fault_support(comparison)

@@ -20,7 +20,9 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from evals.hardware import probe
 from evals.plan.arm_spec import ArmSpec
+from evals.plan.devices import ArmDemand, plan_device_sets, visible_devices
 from evals.preflight.audit import audit_resolved
 from evals.preflight.cpu_support import check_cpu_support
 from evals.plan.config import DEFAULT_TASKS_DIR, ABConfig, check_local_models
@@ -37,14 +39,39 @@ from evals.runner.task_index import unknown_tasks
 from evals.runner.vllm_compat import TESTED, in_range, range_text
 
 
-def check_inputs(config: ABConfig) -> None:
+def check_inputs(config: ABConfig, devices: bool = True) -> None:
     """What needs no engine and no vLLM import: the vLLM version, model folders, what this
-    CPU can run, fault support, task names."""
+    CPU can run, whether each arm's engine fits this machine (`devices`: False where arms
+    run elsewhere, on Ray, or where a study's device plan checks them by name), fault
+    support, task names."""
     check_vllm_release(config)
     check_local_models(config)
     check_cpu_support(config)
+    if devices:
+        check_devices(config)
     check_fault_support(config)
     check_task_names(config)
+
+
+def check_devices(config: ABConfig) -> None:
+    """Each arm that starts an engine here fits this machine: as many GPUs as its tensor x
+    pipeline x data parallel size among those it can see (its CUDA_VISIBLE_DEVICES, else
+    the machine's), or on a CPU machine at least a core per rank."""
+    gpus = len(probe().gpus)
+    for arm in ARMS:
+        settings = config.arm(arm)
+        if settings.mode not in ("offline", "server"):
+            continue  # an endpoint runs elsewhere; `hf` takes what transformers finds
+        try:
+            demand = ArmDemand.from_engine(arm, settings.engine)
+        except ValueError as exc:
+            raise UserError(f"{config.source}: arms.{arm}.engine: {exc}") from None
+        try:
+            pool = visible_devices({**os.environ, **settings.env}, gpus,
+                                   sorted(os.sched_getaffinity(0)))
+            plan_device_sets([demand], pool, 1)
+        except UserError as exc:
+            raise UserError(f"{config.source}: {exc}") from None
 
 
 def check_vllm_release(config: ABConfig) -> None:

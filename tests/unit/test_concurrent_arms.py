@@ -3,6 +3,7 @@ machine and what an arm may not set itself."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from dataclasses import replace
@@ -127,3 +128,49 @@ def test_arms_on_their_own_gpus_start_together(monkeypatch):
     when = {(arm, what): t for arm, what, t in log}
     assert when[("b", "start")] < when[("a", "ready")]  # GPUs 0 and 1: no wait
     assert not any("waits for" in line for line in lines)
+
+
+def two_arm_config(tmp_path, candidate: dict):
+    from evals.plan.config import load_config
+
+    path = tmp_path / "c.yaml"
+    path.write_text(json.dumps({
+        "name": "c", "model": "m", "tasks": [{"name": "t"}],
+        "arms": {"baseline": {"engine": {}}, "candidate": candidate}}), encoding="utf-8")
+    return load_config(path)
+
+
+def machine_with_gpus(monkeypatch, count: int):
+    from evals.hardware import Platform
+
+    gpus = tuple(f"NVIDIA H200 {i}" for i in range(count))
+    monkeypatch.setattr("evals.preflight.checks.probe",
+                        lambda: Platform("x86_64", "x", "", 16, ("avx2",), gpus, ""))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+
+def test_an_ab_arm_that_needs_more_gpus_than_visible_is_bad_input(tmp_path, monkeypatch):
+    from evals.preflight.checks import check_devices
+
+    machine_with_gpus(monkeypatch, 1)
+    config = two_arm_config(tmp_path, {"engine": {"tensor_parallel_size": 2}})
+    with pytest.raises(UserError, match=r"c\.yaml: arm `candidate` needs 2 GPUs \(tp 2\) but "
+                                        r"this machine has 1 GPU \(0\)"):
+        check_devices(config)
+    machine_with_gpus(monkeypatch, 2)
+    check_devices(config)
+    # the arm's own CUDA_VISIBLE_DEVICES is what it can see
+    hidden = two_arm_config(tmp_path, {"engine": {"tensor_parallel_size": 2},
+                                       "env": {"CUDA_VISIBLE_DEVICES": "1"}})
+    with pytest.raises(UserError, match="needs 2 GPUs .* has 1 GPU \\(1\\)"):
+        check_devices(hidden)
+
+
+def test_an_ab_arm_needs_a_core_per_rank_on_a_cpu_machine(tmp_path, monkeypatch):
+    from evals.preflight.checks import check_devices
+
+    machine_with_gpus(monkeypatch, 0)
+    cores = len(os.sched_getaffinity(0))
+    check_devices(two_arm_config(tmp_path, {"engine": {"tensor_parallel_size": cores}}))
+    with pytest.raises(UserError, match=f"arm `candidate` needs {cores + 1} CPU cores"):
+        check_devices(two_arm_config(tmp_path, {"engine": {"tensor_parallel_size": cores + 1}}))
