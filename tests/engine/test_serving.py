@@ -89,27 +89,67 @@ def test_a_failing_server_arm_exits_4_and_leaves_no_server_behind(tmp_path):
     assert _settle() == []
 
 
+def _servers_of(pid: int) -> dict[int, str]:
+    """`vllm serve` / vLLM engine processes started by process `pid` (its descendants), so
+    that another test's engine on this machine (the other pytest worker) is not taken for
+    this run's."""
+    try:
+        family = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return {}
+    found = {}
+    for child in family:
+        try:
+            cmdline, name = " ".join(child.cmdline()), child.name()
+        except psutil.Error:
+            continue
+        if " serve " in f" {cmdline} " and "vllm" in cmdline or "VLLM::" in cmdline + name:
+            found[child.pid] = cmdline[:120]
+    return found
+
+
+def _alive(pids) -> list[str]:
+    for _ in range(20):  # processes being reaped may linger a moment
+        left = [f"{pid}: {psutil.Process(pid).cmdline()[:4]}" for pid in pids
+                if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+        if not left:
+            return []
+        time.sleep(0.5)
+    return left
+
+
 def test_ctrl_c_stops_the_server(tmp_path):
     config = write_config(tmp_path, "sigint", {"mode": "server", "engine": dict(ENGINE)},
                           {"mode": "server", "engine": MTP_PREFIX}, tasks=TASKS, limit=1200)
-    proc = subprocess.Popen([sys.executable, "-m", "evals", "ab", str(config), "--reports",
-                             str(tmp_path / "reports")], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    out_path, err_path = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
+    # output to files, not pipes: the run's end is its own exit, not that of whatever
+    # process might hold a pipe's other end
+    with out_path.open("w") as out, err_path.open("w") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "evals", "ab", str(config), "--reports",
+                                 str(tmp_path / "reports")], cwd=REPO, stdout=out, stderr=err,
+                                text=True)
     deadline = time.time() + 600
-    seen: list[str] = []
+    servers: dict[int, str] = {}
     while time.time() < deadline and proc.poll() is None:
-        seen = serving_processes()
-        # the manifest is written once the server answers; whether vLLM's engine core has
-        # a process of its own (a `VLLM::` title) depends on VLLM_ENABLE_V1_MULTIPROCESSING
-        if seen and list(tmp_path.glob("reports/*/arms/baseline/manifest.json")):
-            break  # the server is up and serving
+        # an arm's worker says "model ready" once its server answers
+        if "model ready" in out_path.read_text(encoding="utf-8"):
+            servers = _servers_of(proc.pid)
+            if servers:
+                break  # this run's server is up and serving
         time.sleep(0.5)
-    assert seen, "the server never started"
+    assert servers, "the server never started:\n" + out_path.read_text(encoding="utf-8")[-2000:]
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
+    try:
+        proc.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        left = _servers_of(proc.pid)
+        proc.kill()
+        raise AssertionError(f"`ab` still running 120 s after SIGINT; its servers: {left}; "
+                             + out_path.read_text(encoding="utf-8")[-3000:]) from None
+    out, err = out_path.read_text(encoding="utf-8"), err_path.read_text(encoding="utf-8")
     assert proc.returncode == 4, out + err
     assert "interrupted" in err and "Traceback" not in err
-    assert _settle() == []
+    assert _alive(servers) == [], servers  # no server of this run outlives it
 
 
 def test_transformers_vs_an_endpoint_with_an_api_key(tmp_path, monkeypatch):
