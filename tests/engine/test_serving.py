@@ -4,6 +4,7 @@ no server left behind after success, after a failing arm, and after Ctrl-C (SIGI
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -19,13 +20,31 @@ MTP_PREFIX = {**ENGINE, "enable_prefix_caching": True,
               "speculative_config": {"method": "mtp", "num_speculative_tokens": 1}}
 
 
+def _other_workers() -> set[int]:
+    """The other pytest-xdist workers and every process they started: their engines (the
+    other engine stream's, e.g. a `VLLM::EngineCore`) are not this test's."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return set()
+    try:
+        me = psutil.Process()
+        parent = me.parent()
+        siblings = [p for p in (parent.children() if parent else []) if p.pid != me.pid]
+        return {q.pid for s in siblings for q in [s, *s.children(recursive=True)]}
+    except psutil.Error:
+        return set()
+
+
 def serving_processes() -> list[str]:
-    """`vllm serve` API servers and vLLM engine-core processes alive on this machine."""
-    found = []
+    """`vllm serve` API servers and vLLM engine-core processes alive on this machine, other
+    than the other pytest worker's (an orphan of this test's is counted: it is nobody's
+    descendant any more)."""
+    found, others = [], _other_workers()
     for proc in psutil.process_iter(["pid", "name", "cmdline"]):
         try:
             cmdline = " ".join(proc.info["cmdline"] or [])
         except psutil.Error:
+            continue
+        if proc.info["pid"] in others:
             continue
         if " serve " in f" {cmdline} " and "vllm" in cmdline or "VLLM::" in cmdline \
                 or "VLLM::" in (proc.info["name"] or ""):
@@ -127,12 +146,13 @@ def test_ctrl_c_stops_the_server(tmp_path):
     with out_path.open("w") as out, err_path.open("w") as err:
         proc = subprocess.Popen([sys.executable, "-m", "evals", "ab", str(config), "--reports",
                                  str(tmp_path / "reports")], cwd=REPO, stdout=out, stderr=err,
-                                text=True)
+                                text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     deadline = time.time() + 600
     servers: dict[int, str] = {}
     while time.time() < deadline and proc.poll() is None:
-        # an arm's worker says "model ready" once its server answers
-        if "model ready" in out_path.read_text(encoding="utf-8"):
+        # an arm's worker says "model ready" and writes its manifest once its server answers
+        if "model ready" in out_path.read_text(encoding="utf-8") or \
+                list(tmp_path.glob("reports/*/arms/*/manifest.json")):
             servers = _servers_of(proc.pid)
             if servers:
                 break  # this run's server is up and serving
@@ -155,8 +175,6 @@ def test_ctrl_c_stops_the_server(tmp_path):
 def test_transformers_vs_an_endpoint_with_an_api_key(tmp_path, monkeypatch):
     """Cross-engine: lm-eval's `hf` backend vs an already-running OpenAI-compatible server
     that demands an API key. The key comes from the environment and is written nowhere."""
-    import os
-
     from evals.runner.engine_lock import EngineLock
     from evals.runner.server import SERVED_NAME, VllmServer
 
