@@ -12,6 +12,8 @@ set -uo pipefail
 STATE=/tmp/evals-gpu
 mkdir -p "$STATE/logs" "${OUT:-/tmp/out}"
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+# `pip install --target` puts the scripts (lm_eval, vllm) in /tmp/site/bin, off PATH
+export PATH=/tmp/site/bin:$PATH
 step=$1; shift
 started=$(date +%s)
 case "$step" in

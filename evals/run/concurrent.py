@@ -100,15 +100,18 @@ def run_side_by_side(plan: DevicePlan, specs: dict, echo, first_answer=None,
                 ready[arm].set()
             echo(line)
 
+        def engine_turn() -> None:
+            for other in before:
+                if not ready[other].is_set():
+                    echo(f"[evals] {arm}: waits for {other}'s engine to start (arms "
+                         "sharing a GPU start their engines one at a time)")
+                    ready[other].wait()
+
         def run() -> object:
-            try:
-                for other in before:
-                    if not ready[other].is_set():
-                        echo(f"[evals] {arm}: waits for {other}'s engine to start (arms "
-                             "sharing a GPU start their engines one at a time)")
-                        ready[other].wait()
+            try:  # the worker starts at once and imports while the engine before it starts
                 return run_arm(specs[arm], echo=arm_echo, answer=answer,
-                               devices_env=assignment.env, on_start=register)
+                               devices_env=assignment.env, on_start=register,
+                               engine_turn=engine_turn if before else None)
             finally:
                 ready[arm].set()
         return pool.submit(run)

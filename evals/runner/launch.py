@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 
 from evals.plan.arm_spec import ArmSpec
@@ -229,7 +230,8 @@ class WorkerRun:
 
 
 def run_arm(spec: ArmSpec, echo=print, answer: Answerer | None = None, *,
-            devices_env: dict[str, str] | None = None, on_start=None) -> ArmLayout:
+            devices_env: dict[str, str] | None = None, on_start=None,
+            engine_turn: Callable[[], None] | None = None) -> ArmLayout:
     """Runs (or resumes, or reuses) one arm. Raises RunFailed with the log's last lines.
 
     With `answer`, the worker's questions (evals.runner.asks) go to it: `{"kind": "go"}`
@@ -240,10 +242,19 @@ def run_arm(spec: ArmSpec, echo=print, answer: Answerer | None = None, *,
     `devices_env`: the devices this arm may use when arms run side by side
     (CUDA_VISIBLE_DEVICES, or a CPU core block); kept out of the spec, so where an arm ran
     does not change its content key. `on_start(proc)` is called with the worker process (a
-    launcher running arms in threads stops it on Ctrl-C)."""
+    launcher running arms in threads stops it on Ctrl-C). `engine_turn()`, when given, returns
+    once this arm may build its engine: the worker starts at once and imports meanwhile."""
     if arm_is_complete(spec):
         return _reuse(spec, echo)
-    return WorkerRun(spec, echo, answer, devices_env=devices_env, on_start=on_start).finish()
+    worker = WorkerRun(spec, echo, answer, devices_env=devices_env, on_start=on_start,
+                       turn_now=engine_turn is None)
+    if engine_turn is not None:
+        try:
+            engine_turn()
+        except BaseException:
+            worker.stop()
+            raise
+    return worker.finish()
 
 
 def run_arms_in_turn(specs: dict[str, ArmSpec], echo=print,

@@ -10,7 +10,6 @@ kills whatever of its process tree is left.
 from __future__ import annotations
 
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -57,9 +56,12 @@ def serve_arguments(model: str, engine: dict, port: int, seed: int) -> list[str]
             "--seed", str(seed), "--disable-uvicorn-access-log"] + engine_flags(engine)
 
 
-def _vllm_command() -> list[str]:
-    exe = Path(sys.executable).with_name("vllm")
-    return [str(exe)] if exe.exists() else [shutil.which("vllm") or "vllm"]
+def vllm_command(python: str = sys.executable) -> list[str]:
+    """The `vllm` CLI of this interpreter's vLLM: its script beside the interpreter, else
+    the CLI module run by this interpreter (a `pip install --target` has its scripts in a
+    folder off PATH; a `vllm` on PATH may belong to another environment)."""
+    exe = Path(python).with_name("vllm")
+    return [str(exe)] if exe.exists() else [python, "-m", "vllm.entrypoints.cli.main"]
 
 
 class VllmServer:
@@ -69,7 +71,7 @@ class VllmServer:
                  env: dict[str, str] | None = None):
         self.port = free_port()
         self.base_url = f"http://{LOOPBACK}:{self.port}"
-        self.command = _vllm_command() + ["serve"] + serve_arguments(model, engine, self.port,
+        self.command = vllm_command() + ["serve"] + serve_arguments(model, engine, self.port,
                                                                     seed)
         self.log_path = log_path
         self.env = env

@@ -88,12 +88,16 @@ def test_arms_per_gpu_on_a_cpu_machine_is_bad_input(cpu_machine):
 
 
 def fake_arms(monkeypatch, start_seconds: float):
-    """run_arm replaced by a stand-in that logs its start, says its model is ready after
-    `start_seconds` (the worker's `[evals]` line) and ends a moment later."""
+    """run_arm replaced by a stand-in that logs its worker's start, waits for its engine turn
+    (when it has to), logs that, says its model is ready after `start_seconds` (the
+    worker's `[evals]` line) and ends a moment later."""
     log: list[tuple[str, str, float]] = []
 
-    def run_arm(spec, *, echo, answer, devices_env, on_start):
+    def run_arm(spec, *, echo, answer, devices_env, on_start, engine_turn=None):
         log.append((spec.arm, "start", time.monotonic()))
+        if engine_turn is not None:
+            engine_turn()
+        log.append((spec.arm, "turn", time.monotonic()))
         time.sleep(start_seconds)
         log.append((spec.arm, "ready", time.monotonic()))
         echo(f"[evals] {spec.arm}: {MODEL_READY} {start_seconds:.0f} s")
@@ -112,8 +116,9 @@ def test_arms_sharing_a_gpu_start_their_engines_one_at_a_time(one_gpu_machine, m
                                                specs, lines.append)
     assert layouts == {"a": "a", "b": "b"} and not failed
     when = {(arm, what): t for arm, what, t in log}
-    assert when[("b", "start")] >= when[("a", "ready")]  # b waited for a's engine
-    assert when[("b", "start")] < when[("a", "ready")] + 0.2  # ... and no longer
+    assert when[("b", "start")] < when[("a", "ready")]  # b's worker imports meanwhile
+    assert when[("b", "turn")] >= when[("a", "ready")]  # b's engine waited for a's
+    assert when[("b", "turn")] < when[("a", "ready")] + 0.2  # ... and no longer
     assert any("b: waits for a's engine to start" in line for line in lines)
     assert [record["arms"][n]["devices"] for n in "ab"] == [["0"], ["0"]]
 
@@ -126,7 +131,7 @@ def test_arms_on_their_own_gpus_start_together(monkeypatch):
     lines: list[str] = []
     run_side_by_side(device_plan(specs, 2, "c.yaml", arms_per_gpu=2), specs, lines.append)
     when = {(arm, what): t for arm, what, t in log}
-    assert when[("b", "start")] < when[("a", "ready")]  # GPUs 0 and 1: no wait
+    assert when[("b", "turn")] < when[("a", "ready")]  # GPUs 0 and 1: no wait
     assert not any("waits for" in line for line in lines)
 
 
