@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
@@ -43,11 +43,14 @@ from evals.record.platform_record import platform_warnings, run_platform
 from evals.record.run_record import build_summary, open_store, record_in_store, write_run
 from evals.runner.layout import ArmLayout
 from evals.pair.samples import ArmSamples, read_output_dir
+from evals.pair.logprobs import TaskLogprobs, read_arm_logprobs
+from evals.analyse.shift import ShiftAnalysis, adjust, analyse_shift, shifted
+from evals.record.run_record import shift_record
 from evals.plan.schedule import item_order
 from evals.analyse.speed import compare_speed
 from evals.analyse.task_warnings import task_warnings
 from evals.text_hygiene import visible
-from evals.decide.verdict import apply_speed_gate, decide
+from evals.decide.verdict import apply_shift_gate, apply_speed_gate, decide
 
 WARM = "_warm"  # samples[<arm>_warm]: a cache-stress arm's warm pass
 DEFAULT_REPORTS = REPORTS_DIR
@@ -98,6 +101,8 @@ class RunEvidence:
     exercise: ExerciseReport | None = None
     preflight: dict | None = None
     drift: DriftInput | None = None
+    logprobs: dict[str, dict[str, TaskLogprobs]] | None = None
+    """Each arm's per-token top-k log-probabilities, by task (`logprobs: k`)."""
 
 
 def _arm_samples(layouts: dict[str, ArmLayout], specs, tasks: list[str]) -> dict:
@@ -157,6 +162,8 @@ def run_ab(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, fresh: bool = 
                       "looks": looks.last}
     evidence = RunEvidence(
         sequential=sequential, speed=speed_records(layouts, specs), preflight=checks,
+        logprobs={name: read_arm_logprobs(layout.root, tasks)
+                  for name, layout in layouts.items()},
         exercise=assess(declared_optimizations(config.arm("baseline").engine,
                                                config.arm("candidate").engine),
                         {name: manifests[name] for name in ARMS},
@@ -295,6 +302,9 @@ class Analysed:
     analyses: list[TaskAnalysis]
     cache_checks: list[WarmColdCheck]
     warnings: list[str]
+    shifts: list[ShiftAnalysis] = field(default_factory=list)
+    shift_notes: dict[str, str] = field(default_factory=dict)
+    """Why a task has no shift analysis."""
 
 
 def finish(*, kind: str, run_dir: Path, tasks: list[TaskSpec], gate: GateConfig, seed: int,
@@ -309,11 +319,22 @@ def finish(*, kind: str, run_dir: Path, tasks: list[TaskSpec], gate: GateConfig,
     and the comparison's `run_id` (default: the run directory's name)."""
     evidence = evidence or RunEvidence()
     if analysed is None:
-        analysed = pair_and_analyse(run_dir, tasks, gate, seed, samples, evidence.sequential)
+        analysed = pair_and_analyse(run_dir, tasks, gate, seed, samples, evidence.sequential,
+                                    evidence.logprobs)
+    shifts = adjust(analysed.shifts, gate.alpha)
+    gated = {t.name for t in tasks if t.gate}
+    shifted_tasks = [(s.task, s.pvalue_adjusted) for s in shifts
+                     if s.task in gated and shifted(s, gate.alpha)]
     paired, analyses, cache_checks = analysed.paired, analysed.analyses, analysed.cache_checks
     warnings = list((evidence.preflight or {}).get("warnings", [])) + analysed.warnings
     verdict, steps, extras = _decide(analyses, gate, seed, manifests, evidence, run_dir,
-                                     study_adjusted)
+                                     study_adjusted, shifted_tasks)
+    if gate.logprob == "warn":
+        regressed = {t.task for t in verdict.tasks if t.verdict.value == "REGRESSION"}
+        warnings.extend(
+            f"task {task}: the token distributions shifted beyond the A/A noise floor "
+            f"(Holm p={p:.2g}) - accuracy does not show it (gate.logprob: warn)"
+            for task, p in shifted_tasks if task not in regressed)
     if evidence.exercise is not None:
         warnings.extend(evidence.exercise.warnings)
     platform = run_platform(kind, manifests)
@@ -333,6 +354,9 @@ def finish(*, kind: str, run_dir: Path, tasks: list[TaskSpec], gate: GateConfig,
         summary["faults"] = faults
     if evidence.preflight:
         summary["preflight"] = {k: v for k, v in evidence.preflight.items() if k != "warnings"}
+    summary["shift"] = {"gate": gate.logprob, "alpha": gate.alpha,
+                        "tasks": [shift_record(s) for s in shifts],
+                        "notes": analysed.shift_notes}
     write_run(run_dir, summary, paired)
     from evals.report import write_reports  # rendering is the last step of the flow
     written = write_reports(run_dir)
@@ -344,8 +368,13 @@ def finish(*, kind: str, run_dir: Path, tasks: list[TaskSpec], gate: GateConfig,
 
 
 def pair_and_analyse(run_dir: Path, tasks: list[TaskSpec], gate: GateConfig, seed: int,
-                     samples: dict[str, ArmSamples], sequential: dict | None = None) -> Analysed:
-    """Every task's paired items and analysis (plus a cache-stress arm's warm pass)."""
+                     samples: dict[str, ArmSamples], sequential: dict | None = None,
+                     logprobs: dict[str, dict[str, TaskLogprobs]] | None = None) -> Analysed:
+    """Every task's paired items and analysis (plus a cache-stress arm's warm pass), and
+    its distribution shift (evals.analyse.shift)."""
+    logprobs = logprobs or {}
+    shifts: list[ShiftAnalysis] = []
+    shift_notes: dict[str, str] = {}
     paired: list[PairedTask] = []
     analyses: list[TaskAnalysis] = []
     warnings: list[str] = []
@@ -367,11 +396,21 @@ def pair_and_analyse(run_dir: Path, tasks: list[TaskSpec], gate: GateConfig, see
                                             alpha=sequential["alpha"], margin=gate.margin,
                                             n_items=n_items)
             p = paired[-1] = first_items(p, order, looks.items_used)
-        noise = None
+        noise = rerun = None
         if RERUN in samples:
             rerun = pair_task(samples["baseline"], samples[RERUN], spec.name, spec.metric,
                               p.filter)  # both ran the full item set
             noise = noise_floor(rerun)
+        shift = analyse_shift(
+            p, baseline=logprobs.get("baseline", {}).get(spec.name),
+            candidate=logprobs.get("candidate", {}).get(spec.name),
+            rerun=logprobs.get(RERUN, {}).get(spec.name), rerun_paired=rerun,
+            seed_rng=task_rng(seed, spec.name + ":shift"),
+            confidence_level=1 - 2 * gate.alpha)
+        if isinstance(shift, str):
+            shift_notes[spec.name] = shift
+        else:
+            shifts.append(shift)
         clusters = cluster_ids(p, spec.cluster, str(run_dir.name)) if spec.cluster else None
         analyses.append(analyse_task(p, gated=spec.gate, alpha=gate.alpha, margin=gate.margin,
                                      seed=seed, n_resamples=gate.bootstrap_resamples,
@@ -397,12 +436,13 @@ def pair_and_analyse(run_dir: Path, tasks: list[TaskSpec], gate: GateConfig, see
             warnings.append(f"task {spec.name}: lm-eval task hashes differ between arms "
                             f"({hb[:12]} vs {hc[:12]})")
     warnings.extend(task_warnings(analyses))
-    return Analysed(paired, analyses, cache_checks, warnings)
+    return Analysed(paired, analyses, cache_checks, warnings, shifts, shift_notes)
 
 
 def _decide(analyses: list[TaskAnalysis], gate: GateConfig, seed: int,
             manifests: dict[str, dict], evidence: RunEvidence, run_dir: Path,
-            study_adjusted: dict[str, float] | None = None):
+            study_adjusted: dict[str, float] | None = None,
+            shifted_tasks: list[tuple[str, float]] = ()):
     """The statistical gate, then the gate list (evals.decide.gates). Returns the verdict, the
     steps and what the gates add to the summary (`speed`, `drift`)."""
     gates: list[Gate] = []
@@ -424,5 +464,7 @@ def _decide(analyses: list[TaskAnalysis], gate: GateConfig, seed: int,
         gates.append(Gate("drift chart", partial(apply_chart, charts=charts)))
     first = decide(analyses, alpha=gate.alpha, margin=gate.margin, correction=gate.correction,
                    pooled=gate.pooled, study_adjusted=study_adjusted)
+    if gate.logprob == "fail":
+        gates.append(Gate("logprob shift", partial(apply_shift_gate, shifted=shifted_tasks)))
     verdict, steps = run_gates(first, gates)
     return verdict, steps, extras

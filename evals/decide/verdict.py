@@ -257,3 +257,14 @@ def apply_speed_gate(verdict: RunVerdict, speed) -> RunVerdict:
         return replace(verdict, verdict=Verdict.INCONCLUSIVE,
                        reason=f"{verdict.reason}, but {shown} cannot show {required}")
     return verdict
+
+
+def apply_shift_gate(verdict: RunVerdict, shifted: list[tuple[str, float]]) -> RunVerdict:
+    """`gate.logprob: fail`: a PASS whose token distributions shifted beyond the A/A noise
+    floor on a gated task (evals.analyse.shift) is a REGRESSION (exit 1)."""
+    if not shifted or verdict.verdict is not Verdict.PASS:
+        return verdict
+    shown = ", ".join(f"{task} (Holm p={p:.2g})" for task, p in shifted)
+    return replace(verdict, verdict=Verdict.REGRESSION,
+                   reason=f"{verdict.reason}, but the token distributions shifted beyond the "
+                          f"A/A noise floor on {shown} (gate.logprob: fail)")

@@ -38,6 +38,9 @@ class SampleRecord:
     choices: tuple[str, ...] = ()
     doc: dict | None = None
     """lm-eval's document (its fields, e.g. a passage id for `cluster:`), when it logged one."""
+    choice_logliks: tuple[float, ...] = ()
+    """Multiple choice: lm-eval's log-likelihood of each choice (the distribution-shift
+    analysis compares the arms' choice distributions)."""
 
     @property
     def key(self) -> tuple[str, int, str]:
@@ -115,6 +118,7 @@ def _record(task: str, raw: dict, where: str) -> SampleRecord:
         arguments = _arguments(raw.get("arguments"))
         prompt = _text(arguments[0]) if arguments else ""
         choices: tuple[str, ...] = ()
+        scores: list[float] = []
         target = raw.get("target")
         filtered = raw.get("filtered_resps") or []
         if len(arguments) > 1 and all(isinstance(a, list) and len(a) == 2
@@ -142,7 +146,8 @@ def _record(task: str, raw: dict, where: str) -> SampleRecord:
             metrics=metrics, doc_hash=str(raw["doc_hash"]), prompt_hash=str(raw["prompt_hash"]),
             target=_text(target), prediction=prediction.strip(), response=response,
             prompt=prompt, choices=choices,
-            doc=raw.get("doc") if isinstance(raw.get("doc"), dict) else None)
+            doc=raw.get("doc") if isinstance(raw.get("doc"), dict) else None,
+            choice_logliks=tuple(scores))
     except KeyError as exc:
         raise UserError(f"{where}: a sample lacks the field {exc.args[0]!r}; is this an lm-eval "
                         "--log_samples file?") from None

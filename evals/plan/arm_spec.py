@@ -105,6 +105,8 @@ class ArmSpec:
     """Chunked run for early stop: {"chunk"}, and for the candidate also "look": true (after
     each chunk the worker asks the parent whether to stop) and "stop_rule" (the parent's
     alpha, margin and metrics, part of the key: where the candidate stopped depends on it)."""
+    logprobs: int = 0
+    """Top-k log-probabilities recorded per generated token (0: none), offline arms only."""
     schema_version: int = SCHEMA_VERSION
 
     def with_fingerprint(self) -> ArmSpec:
@@ -128,6 +130,8 @@ class ArmSpec:
             payload["structured_output"] = self.structured_output
         if self.lora_adapter:
             payload["lora_adapter"] = [self.lora_adapter, self.adapter_hash]
+        if self.logprobs and self.mode == "offline":  # a stored arm without them lacks them
+            payload["logprobs"] = self.logprobs
         if self.faults:  # a fault changes the outputs; no fault keeps the old keys
             payload["faults"] = list(self.faults)
         if self.mode in ("server", "endpoint"):  # offline and hf arms have no serving settings

@@ -135,6 +135,10 @@ class GateConfig(_Strict):
     pooled: bool = Field(False, description="also gate on one exact stratified McNemar test "
                          "over all gated 0/1 tasks (in the Holm family with the per-task "
                          "tests): catches small drops spread over tasks that no task shows")
+    logprob: Literal["warn", "fail", "off"] = Field(
+        "warn", description="a significant distribution shift (the shift test against the A/A "
+        "rerun; needs `logprobs` and `noise_floor`) on a gated task whose accuracy passes: "
+        "`warn` reports it, `fail` makes the run a REGRESSION, `off` ignores it")
     min_speedup: float | None = Field(
         None, gt=0, description="required candidate speedup (mean time per output token, "
         "baseline / candidate): missed when its interval lies below, undecided when it straddles")
@@ -172,6 +176,10 @@ class ABConfig(_Strict):
         False, description="True for an A/A check; otherwise identical arms are an error")
     noise_floor: bool = Field(
         False, description="run the baseline twice and report its self-disagreement (A/A)")
+    logprobs: int = Field(
+        0, ge=0, le=20, description="top-k log-probabilities recorded per generated token "
+        "beside each offline arm's samples (vLLM `logprobs=k`), for the distribution-shift "
+        "analysis (KL, top-1 agreement, flip-prone items); 0: not recorded")
     sequential: SequentialConfig | None = Field(
         None, description="early stop over interim looks; needs 0/1 metrics")
     arms: Arms

@@ -131,8 +131,9 @@ ARM_MANIFEST = RecordKind("arm manifest", 1, {0: _stamp_only})
 TASK_MARKER = RecordKind("task marker", 1, {0: _stamp_only})
 CHUNK_MARKER = RecordKind("chunk marker", 1, {0: _stamp_only})
 SPEED_RECORD = RecordKind("speed record", 1, {0: _stamp_only})
+LOGPROBS_HEADER = RecordKind("logprobs file", 1)  # its header line (evals.runner.logprob_capture)
 FAULT_TALLY = RecordKind("fault tally", 1, {0: _tally_v0_to_v1})
 DRIFT_CHART = RecordKind("drift chart", 1, {0: _stamp_only})
 
-KINDS = (ARM_SPEC, ARM_MANIFEST, TASK_MARKER, CHUNK_MARKER, SPEED_RECORD, FAULT_TALLY,
-         DRIFT_CHART, SUMMARY, PAIRED_ITEMS, STORE_MANIFEST, CANARY, STUDY)
+KINDS = (ARM_SPEC, ARM_MANIFEST, TASK_MARKER, CHUNK_MARKER, SPEED_RECORD, LOGPROBS_HEADER,
+         FAULT_TALLY, DRIFT_CHART, SUMMARY, PAIRED_ITEMS, STORE_MANIFEST, CANARY, STUDY)

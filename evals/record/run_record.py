@@ -41,6 +41,12 @@ def _plain(obj):
     return obj
 
 
+def shift_record(shift) -> dict:
+    """One task's distribution-shift analysis (evals.analyse.shift.ShiftAnalysis) as stored
+    in summary.json's `shift.tasks`."""
+    return _plain(shift)
+
+
 def build_summary(*, kind: str, run_id: str, config: dict, analyses: list[TaskAnalysis],
                   verdict: RunVerdict, arms: dict[str, dict], sources: dict[str, str],
                   warnings: list[str], speed=None, cache_stress=(),

@@ -10,6 +10,7 @@ from evals.report._flip_analysis import TaskFlips, task_flips
 from evals.report._flipped_items import FlippedItems, flipped_items
 from evals.report._forest_plot import ForestPlot, forest_plot
 from evals.report._method import MethodSection, method_section
+from evals.report._shift import ShiftSection, shift_section
 from evals.report._speed import SpeedSection, speed_section
 from evals.report._summary_rows import Banner, TaskRow, banner, task_rows
 
@@ -24,6 +25,7 @@ class ReportPage:
     items: FlippedItems
     speed: SpeedSection | None
     exercise: ExerciseSection | None
+    shift: ShiftSection
     arms: ArmsSection
     method: MethodSection
 
@@ -37,4 +39,5 @@ def build_page(summary: dict, rows: list[dict], max_flipped_items: int,
         flips=task_flips(summary),
         items=flipped_items(summary, rows, max_flipped_items, items_file_found),
         speed=speed_section(summary), exercise=exercise_section(summary),
+        shift=shift_section(summary),
         arms=arms_section(summary), method=method_section(summary))

@@ -48,7 +48,8 @@ def arm_specs(config: ABConfig, run_dir: Path) -> dict[str, ArmSpec]:
                      "served_model_name": arm.served_model_name},
             cache_stress=arm.cache_stress, lora_adapter=arm.lora_adapter,
             structured_output=arm.structured_output,
-            faults=tuple(f.model_dump() for f in arm.faults)).with_fingerprint()
+            faults=tuple(f.model_dump() for f in arm.faults),
+            logprobs=config.logprobs).with_fingerprint()
     if config.sequential:
         chunk = config.sequential.chunk
         specs["baseline"] = replace(specs["baseline"], sequential={"chunk": chunk})

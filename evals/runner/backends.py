@@ -24,6 +24,7 @@ from evals.plan.arm_spec import ArmSpec
 from evals.runner.effective_config import effective_engine_config
 from evals.runner.engine_call import offline_call, server_call
 from evals.runner.layout import ArmLayout
+from evals.runner.logprob_capture import Capture, wrap_generate_until
 from evals.runner.vllm_compat import shutdown_engine
 
 
@@ -39,6 +40,8 @@ class Backend:
     read_counters: object = None
     stats: dict = field(default_factory=lambda: {"generated_tokens": 0, "requests": 0,
                                                  "finish_reasons": {}})
+    capture: Capture | None = None
+    """The generations' top-k log-probabilities (offline arms with `logprobs: k`)."""
 
     def take_timings(self) -> list[dict]:
         if self.take_proxy_timings is not None:
@@ -86,16 +89,21 @@ def _constrain(sampling_params, structured: dict) -> None:
 
 def _instrument(llm, backend: Backend, progress_cls, structured: dict | None = None) -> None:
     """Counts tokens and finish reasons, keeps request timings; swaps vLLM's progress bar;
-    applies the arm's structured output."""
+    applies the arm's structured output; asks for and keeps top-k log-probabilities."""
     original = llm.generate
+    capture = backend.capture
 
     def generate(*args, **kwargs):
         if kwargs.get("use_tqdm"):
             kwargs["use_tqdm"] = progress_cls
+        params = kwargs.get("sampling_params", args[1] if len(args) > 1 else None)
         if structured is not None:
-            _constrain(kwargs["sampling_params"] if "sampling_params" in kwargs else args[1],
-                       structured)
+            _constrain(params, structured)
+        if capture is not None:
+            capture.request(params)
         outputs = original(*args, **kwargs)
+        if capture is not None:
+            capture.add(outputs)
         for out in outputs:
             for completion in out.outputs:
                 backend.stats["generated_tokens"] += len(completion.token_ids)
@@ -181,8 +189,11 @@ def open_backend(spec: ArmSpec, layout: ArmLayout, stack: ExitStack, progress_cl
         stack.callback(shutdown_engine, lm.model)
         backend = Backend(lm=lm, effective_config=effective_engine_config(lm.model),
                           engine_start_seconds=time.time() - started,
-                          description="vLLM offline (LLM), lm-eval `vllm` backend")
+                          description="vLLM offline (LLM), lm-eval `vllm` backend",
+                          capture=Capture(spec.logprobs) if spec.logprobs else None)
         _instrument(lm.model, backend, progress_cls, spec.structured_output)
+        if backend.capture is not None:
+            wrap_generate_until(lm, backend.capture)
         backend.read_counters = lambda: _offline_counters(lm.model)
         return backend
     if spec.mode == "hf":

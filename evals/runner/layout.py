@@ -27,6 +27,10 @@ class ArmLayout:
         """Cache stress: the warm pass's own chunks/ and lm_eval/ under <arm>/warm/."""
         return ArmLayout(self.root / "warm")
 
+    def logprobs_file(self, task: str) -> Path:
+        """Per-token top-k log-probabilities of the task's generations (`logprobs: k`)."""
+        return self.root / "logprobs" / f"{task}.jsonl"
+
     def speed_file(self, task: str) -> Path:
         return self.speed_dir / f"{task}.json"
 

@@ -30,6 +30,7 @@ from evals.runner.config_resolver import engine_arg_names, resolve_report
 from evals.runner.engine_lock import EngineLock
 from evals.runner.fork_server import FORKED_ENV
 from evals.runner.layout import ArmLayout
+from evals.runner.logprob_capture import write_rows
 from evals.runner.server import ServerFailed
 from evals.runner.task_index import local_task_names
 from evals.pair.samples import samples_files
@@ -91,7 +92,17 @@ def _task_size(manager, task: str, limit: int | None) -> int:
     return min(n, limit) if limit else n
 
 
-def _run_chunked(spec: ArmSpec, layout: ArmLayout, lm, manager, task: str) -> dict:
+def _keep_logprobs(capture, layout: ArmLayout, task: str, *, append: bool) -> None:
+    """The task's captured top-k log-probabilities beside its samples (`logprobs: k`)."""
+    if capture is None:
+        return
+    rows = capture.take(task)
+    if rows or not append:
+        write_rows(layout.logprobs_file(task), task, capture.top_k, rows, append=append)
+
+
+def _run_chunked(spec: ArmSpec, layout: ArmLayout, lm, manager, task: str,
+                 capture=None) -> dict:
     """Runs a task's items in the seeded order, chunk by chunk; the candidate asks the parent
     after each chunk whether the sequential test has decided (evals.analyse.early_stop), and
     stops when it has."""
@@ -104,6 +115,7 @@ def _run_chunked(spec: ArmSpec, layout: ArmLayout, lm, manager, task: str) -> di
         chunk_dir = layout.chunk_dir(task, k)
         if not layout.chunk_done(chunk_dir):
             _evaluate(spec, lm, manager, task, chunk_dir, sorted(int(i) for i in part))
+            _keep_logprobs(capture, layout, task, append=k > 0)
             layout.mark_chunk_done(chunk_dir, len(part))
         merge_chunk_samples(layout, task, k + 1)
         if seq.get("look"):
@@ -261,12 +273,15 @@ def _run_task(spec: ArmSpec, layout: ArmLayout, backend, manager, task: str,
     before = {"generated_tokens": stats["generated_tokens"], "requests": stats["requests"]}
     counters_before = backend.counters()
     backend.take_timings()  # drop anything from before this task
+    if backend.capture is not None:
+        backend.capture.clear()
     if spec.sequential:
-        record = _run_chunked(spec, layout, backend.lm, manager, task)
+        record = _run_chunked(spec, layout, backend.lm, manager, task, backend.capture)
     else:
         for stale in samples_files(layout.lm_eval_dir, task).get(task, []):
             stale.unlink()  # an earlier attempt's output: the arm's folder holds one run
         results, samples = _evaluate(spec, backend.lm, manager, task, layout.lm_eval_dir)
+        _keep_logprobs(backend.capture, layout, task, append=False)
         record = {"n_samples": {k: len(v) for k, v in samples.items()},
                   "task_hashes": results.get("task_hashes", {})}
     seconds = time.time() - task_started
@@ -276,6 +291,8 @@ def _run_task(spec: ArmSpec, layout: ArmLayout, backend, manager, task: str,
     record["exercise"] = _counter_delta(counters_before, counters_after)
     if spec.cache_stress:
         record["warm_pass"] = _run_warm_pass(spec, layout, backend.lm, manager, task)
+        if backend.capture is not None:
+            backend.capture.clear()  # the warm pass's generations are not kept
         record["warm_pass"]["exercise"] = _counter_delta(counters_after, backend.counters())
         backend.take_timings()  # the warm pass is not part of the speed comparison
     if timings:

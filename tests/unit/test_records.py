@@ -168,3 +168,15 @@ def test_every_stored_json_record_is_written_by_its_record_kind():
                  if "write_json_atomic(" in line and not line.lstrip().startswith(
                      ("from", "import", "def"))]
     assert offenders == []
+
+
+def test_recording_logprobs_keys_offline_arms_apart_and_reads_old_specs_without_it():
+    """A stored arm without log-probabilities cannot serve a run that needs them; an arm
+    that records none keys its tasks as before; a spec written before `logprobs` reads
+    back with none."""
+    assert _spec(logprobs=5).key_for("t") != _spec().key_for("t")
+    assert _spec(logprobs=5).key_for("t") != _spec(logprobs=3).key_for("t")
+    assert _spec(logprobs=0).key_for("t") == _spec().key_for("t")
+    assert _spec(logprobs=5, mode="server").key_for("t") == _spec(mode="server").key_for("t")
+    old = {k: v for k, v in json.loads(_spec().to_json()).items() if k != "logprobs"}
+    assert ArmSpec.from_dict(old).logprobs == 0
