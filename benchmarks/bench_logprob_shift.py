@@ -1,8 +1,13 @@
 """Items needed to detect a change by the distribution-shift test vs by accuracy, at 80%
-power, from finished runs that recorded logprobs and an A/A rerun (`logprobs: 5`,
-`noise_floor: true`).
+power, for real changes on the embedded model.
 
-    python benchmarks/bench_logprob_shift.py RUN_DIR [RUN_DIR ...] [--reps 200] [--seed 1]
+    python benchmarks/bench_logprob_shift.py [CONFIG ...] [--runs RUN_DIR ...]
+        [--reps 200] [--seed 1]
+
+Each CONFIG (default: configs/cpu/noised_weights.yaml and configs/cpu/kv_fp8.yaml) is run
+with `python -m evals ab` with `logprobs: 5` and `noise_floor: true` added (arms the run
+store holds are reused); a config this machine refuses (exit 2, e.g. the FP8 KV cache on a
+CPU without AVX-512) is skipped with its message. `--runs` analyses finished runs instead.
 
 Per task of each run:
 - **accuracy**: the gate's one-sided exact McNemar test of a drop, at the run's alpha:
@@ -86,15 +91,56 @@ def accuracy_items_needed(drops: np.ndarray, alpha: float) -> tuple[str, int | N
     return f"{n} (drop {drop * 100:.2f} pts, discordance {(correct_to_wrong + wrong_to_correct):.1%})", n
 
 
+DEFAULT_CONFIGS = ["configs/cpu/noised_weights.yaml", "configs/cpu/kv_fp8.yaml"]
+
+
+def run_with_shift(config: Path, reports: Path) -> Path | None:
+    """`ab` on the config with logprobs and the A/A rerun; its run folder (None: refused)."""
+    import subprocess
+
+    # beside the config: its relative model path resolves against the file that sets it
+    shifted = config.with_name(f".{config.stem}-shift.yaml")
+    shifted.write_text(f"extends: {config.name}\nname: {config.stem.replace('_', '-')}-shift\n"
+                       "logprobs: 5\nnoise_floor: true\n", encoding="utf-8")
+    try:
+        result = subprocess.run([sys.executable, "-m", "evals", "ab", str(shifted),
+                                 "--reports", str(reports)], cwd=ROOT, capture_output=True,
+                                text=True)
+    finally:
+        shifted.unlink()
+    if result.returncode == 2:
+        print(f"{config}: refused here (exit 2): {result.stderr.strip().splitlines()[-1]}")
+        return None
+    if result.returncode not in (0, 1, 3):
+        sys.exit(f"{config}: ab exited {result.returncode}:\n{result.stdout[-2000:]}")
+    verdict = next((line for line in result.stdout.splitlines() if line.startswith("VERDICT")),
+                   "")
+    print(f"{config}: {verdict}")
+    (run,) = [d for d in reports.iterdir() if d.name.startswith(shifted.stem[1:].replace(
+        "_", "-"))]
+    return run
+
+
 def main() -> int:
+    import tempfile
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("runs", nargs="+", type=Path)
+    parser.add_argument("configs", nargs="*", type=Path)
+    parser.add_argument("--runs", nargs="+", type=Path, default=[])
     parser.add_argument("--reps", type=int, default=200)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
+    runs = list(args.runs)
+    scratch = tempfile.TemporaryDirectory()
+    if not runs:
+        for config in args.configs or [ROOT / c for c in DEFAULT_CONFIGS]:
+            run = run_with_shift(Path(config).resolve(), Path(scratch.name))
+            if run is not None:
+                runs.append(run)
+        print()
     print(f"{'run':<28}{'task':<28}{'shift test: items':>26}  {'accuracy: items':<44}{'ratio':>7}")
-    for run in args.runs:
+    for run in runs:
         summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
         alpha = float(summary["gate"]["alpha"])
         for task in summary["tasks"]:
