@@ -152,7 +152,7 @@ def run_ab(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, fresh: bool = 
     checks = {**checks, "audit": outcome.audit,
               "warnings": checks["warnings"] + list(outcome.warnings)}
     manifests = with_resolved_configs(manifests, outcome.resolved)
-    check_effective_configs(config, manifests)
+    check_effective_configs(config, manifests, specs)
     echo(f"[evals] both arms finished in {time.time() - started:.0f} s; analysing")
     tasks = [t.name for t in config.tasks]
     sequential = None

@@ -177,7 +177,8 @@ def run_study(study: Study, reports_dir: Path = DEFAULT_REPORTS, fresh: bool = F
     for arm in ran:
         comparison = study.comparisons[arm]
         check_effective_configs(comparison, {"baseline": manifests[study.baseline],
-                                             "candidate": manifests[arm]})
+                                             "candidate": manifests[arm]},
+                                {"baseline": specs[study.baseline], "candidate": specs[arm]})
         analysed[arm] = pair_and_analyse(
             _comparison_dir(run_dir, arm), list(comparison.tasks), comparison.gate,
             comparison.seed, {"baseline": samples[study.baseline], "candidate": samples[arm]})

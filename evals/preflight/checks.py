@@ -136,14 +136,17 @@ def check_arms_differ(config: ABConfig, specs: dict[str, ArmSpec]) -> None:
                         "in model, engine or env.")
 
 
-def check_effective_configs(config: ABConfig, manifests: dict[str, dict]) -> None:
+def check_effective_configs(config: ABConfig, manifests: dict[str, dict],
+                            specs: dict[str, ArmSpec]) -> None:
+    """After the run: the arms asked for different engine arguments, but vLLM resolved both
+    alike and nothing else of `arm_identity` (model, adapter, mode, faults, structured
+    output, env) differs - the comparison would test nothing: exit 2."""
     effective = [manifests[a].get("effective_engine_config") for a in ARMS]
-    models = [manifests[a].get("model_hash") for a in ARMS]
     if config.expect_identical_arms or None in effective or \
             config.arm("baseline").engine == config.arm("candidate").engine:
         return  # only a requested engine difference can be swallowed by vLLM
-    if effective[0] == effective[1] and models[0] == models[1] and \
-            config.arms.baseline.env == config.arms.candidate.env:
+    if arm_identity(specs["baseline"], effective[0]) == \
+            arm_identity(specs["candidate"], effective[1]):
         raise UserError(f"{config.source}: the arms ask for different engine arguments, but vLLM "
                         "ran both with identical effective configs (it ignored or defaulted the "
                         "difference); the comparison would test nothing.")

@@ -11,12 +11,12 @@ A failed arm frees its devices and is reported; the others go on.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import threading
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 from evals.errors import RunFailed, UserError
+from evals.hardware import probe
 from evals.plan.devices import ArmDemand, DevicePlan, Scheduler, plan_device_sets, visible_devices
 from evals.runner.asks import MODEL_READY
 from evals.runner.launch import run_arm, stop_process_group
@@ -25,14 +25,12 @@ PLANNER_VARIABLES = ("CUDA_VISIBLE_DEVICES", "VLLM_CPU_OMP_THREADS_BIND", "OMP_N
 
 
 def gpu_count() -> int:
-    """GPUs `nvidia-smi -L` lists (0 without a driver); no torch import in the parent."""
-    if shutil.which("nvidia-smi") is None or os.environ.get("EVALS_FORCE_CPU") == "1":
+    """GPUs of this machine, as the preflight and the manifests see them
+    (evals.hardware.probe: `nvidia-smi`, no torch import in the parent); 0 with
+    EVALS_FORCE_CPU=1."""
+    if os.environ.get("EVALS_FORCE_CPU") == "1":
         return 0
-    try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return 0
-    return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+    return len(probe().gpus)
 
 
 def default_parallel(kind: str) -> int | None:

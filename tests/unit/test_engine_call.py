@@ -130,3 +130,42 @@ def test_a_study_stops_arms_vllm_resolves_alike_unless_an_adapter_differs(monkey
     adapted = {arm: spec(arm=arm, lora_adapter=f"/adapters/{k}", adapter_hash=str(k) * 16)
                for k, arm in enumerate(study.arms)}
     study_run.study_audit(study, adapted, allow_undeclared=False, echo=lambda line: None)
+
+
+def _two_arms(tmp_path, candidate: dict):
+    import json
+
+    from evals.plan.config import load_config
+    from evals.run.arms import arm_specs
+
+    path = tmp_path / "c.yaml"
+    path.write_text(json.dumps({
+        "name": "c", "model": "m", "tasks": [{"name": "t"}],
+        "arms": {"baseline": {"engine": {"max_num_seqs": 8}},
+                 "candidate": {"engine": {"max_num_seqs": 16}, **candidate}}}),
+        encoding="utf-8")
+    config = load_config(path)
+    return config, arm_specs(config, tmp_path / "run")
+
+
+def test_a_swallowed_engine_difference_stops_unless_another_part_of_the_arm_differs(tmp_path):
+    """vLLM resolving both arms alike tests nothing - unless the arms also differ in
+    something the engine config does not show (here a LoRA adapter): one arm identity
+    (evals.preflight.checks.arm_identity) decides before the run and after it."""
+    import pytest
+
+    from evals.errors import UserError
+    from evals.preflight.checks import check_effective_configs
+
+    same = {"baseline": {"effective_engine_config": {"x": 1}},
+            "candidate": {"effective_engine_config": {"x": 1}}}
+    config, specs = _two_arms(tmp_path, {})
+    with pytest.raises(UserError, match="identical effective configs"):
+        check_effective_configs(config, same, specs)
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    config, specs = _two_arms(tmp_path, {"lora_adapter": str(adapter)})
+    check_effective_configs(config, same, specs)  # the adapter is the difference
+    differ = {**same, "candidate": {"effective_engine_config": {"x": 2}}}
+    config, specs = _two_arms(tmp_path, {})
+    check_effective_configs(config, differ, specs)
