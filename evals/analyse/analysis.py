@@ -18,7 +18,7 @@ from scipy import stats as sps
 
 from evals import stats
 from evals.pair.pairing import PairedTask
-from evals.analyse.early_stop import SEQUENTIAL_SHARE, SequentialSummary
+from evals.analyse.early_stop import SequentialSummary, final_alpha
 
 MAX_CLASS_LABELS = 12
 POWER_FOR_MDE = 0.8
@@ -215,7 +215,7 @@ def analyse_task(paired: PairedTask, *, gated: bool, alpha: float, margin: float
     if sequential is not None and not sequential.stopped_early:
         # the looks spent SEQUENTIAL_SHARE of alpha: the fixed tests, their interval and
         # MDE are at the rest (evals.decide.verdict scales the p-values to compare with alpha)
-        alpha = alpha * (1 - SEQUENTIAL_SHARE)
+        alpha = final_alpha(alpha)
     boot = stats.paired_bootstrap(paired.baseline, paired.candidate, rng=task_rng(seed, paired.task),
                                   n_resamples=n_resamples, confidence_level=1 - 2 * alpha)
     base = dict(task=paired.task, metric=paired.metric, filter=paired.filter, gated=gated,

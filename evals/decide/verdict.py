@@ -30,7 +30,7 @@ import numpy as np
 from evals import stats
 from evals.analyse.analysis import TaskAnalysis
 from evals.errors import ExitCode
-from evals.analyse.early_stop import SEQUENTIAL_SHARE
+from evals.analyse.early_stop import final_alpha, look_alpha
 from evals.analyse.speed import describe_requirement, describe_speedup
 
 
@@ -99,7 +99,7 @@ def _reason(a: TaskAnalysis, verdict: Verdict, p_adj: float, alpha: float, margi
     level = ""
     if a.sequential is not None:  # reached its full item set undecided: the fixed tests ran
         level = (f" (sequential run: the fixed tests, interval and MDE are at level "
-                 f"{alpha * (1 - SEQUENTIAL_SHARE):g}, the interim looks spent the rest of "
+                 f"{final_alpha(alpha):g}, the interim looks spent the rest of "
                  f"alpha; p-values are scaled to compare with {alpha:g})")
     return _verdict_reason(a, verdict, p_adj, alpha, margin) + level + _noise(a)
 
@@ -155,8 +155,8 @@ def decide(analyses: list[TaskAnalysis], *, alpha: float, margin: float,
     sequential_run = any(a.sequential is not None for a in analyses)
     # a sequential run spends SEQUENTIAL_SHARE of alpha on its looks (Bonferroni over the
     # gated tasks); the fixed-sample tests get the rest, so their p-values are scaled
-    fixed_scale = 1 / (1 - SEQUENTIAL_SHARE) if sequential_run else 1.0
-    look_scale = len(gated) / SEQUENTIAL_SHARE if gated else 1.0
+    fixed_scale = 1 / final_alpha(1.0) if sequential_run else 1.0
+    look_scale = 1 / look_alpha(1.0, len(gated)) if gated else 1.0
     full = [a for a in gated if not _stopped(a)]
     pvalues = np.array([a.regression_pvalue for a in full], dtype=float)
     pool = [a for a in gated if a.binary]
