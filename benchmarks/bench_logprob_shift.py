@@ -4,7 +4,8 @@ power, for real changes on the embedded model.
     python benchmarks/bench_logprob_shift.py [CONFIG ...] [--runs RUN_DIR ...]
         [--reps 200] [--seed 1]
 
-Each CONFIG (default: configs/cpu/noised_weights.yaml and configs/cpu/kv_fp8.yaml) is run
+Each CONFIG (default: configs/cpu/noised_weights.yaml and configs/cpu/kv_fp8.yaml, two real
+changes, and configs/cpu/mtp_prefix.yaml, which on this CPU backend changes no number) is run
 with `python -m evals ab` with `logprobs: 5` and `noise_floor: true` added (arms the run
 store holds are reused); a config this machine refuses (exit 2, e.g. the FP8 KV cache on a
 CPU without AVX-512) is skipped with its message. `--runs` analyses finished runs instead.
@@ -91,7 +92,8 @@ def accuracy_items_needed(drops: np.ndarray, alpha: float) -> tuple[str, int | N
     return f"{n} (drop {drop * 100:.2f} pts, discordance {(correct_to_wrong + wrong_to_correct):.1%})", n
 
 
-DEFAULT_CONFIGS = ["configs/cpu/noised_weights.yaml", "configs/cpu/kv_fp8.yaml"]
+DEFAULT_CONFIGS = ["configs/cpu/noised_weights.yaml", "configs/cpu/kv_fp8.yaml",
+                   "configs/cpu/mtp_prefix.yaml"]
 
 
 def run_with_shift(config: Path, reports: Path) -> Path | None:
