@@ -24,12 +24,13 @@ def _hash(*parts) -> str:
 
 
 def record(task: str, doc_id: int, metric: str, score: float, *, target: str, prediction: str,
-           response: str, prompt: str = "", choices: tuple[str, ...] = ()) -> SampleRecord:
+           response: str, prompt: str = "", choices: tuple[str, ...] = (),
+           choice_logliks: tuple[float, ...] = ()) -> SampleRecord:
     prompt = prompt or f"Question {doc_id} of {task}?\nAnswer:"
     return SampleRecord(task=task, doc_id=doc_id, filter="none", metrics={metric: float(score)},
                         doc_hash=_hash(task, doc_id), prompt_hash=_hash(prompt), target=target,
                         prediction=prediction, response=response, prompt=prompt,
-                        choices=choices)
+                        choices=choices, choice_logliks=choice_logliks)
 
 
 def _generative(task: str, n: int, correct_b: set[int], correct_c: set[int]):
@@ -59,8 +60,11 @@ def _multiple_choice(task: str, n: int, flips_down: set[int], flips_up: set[int]
         cand_right = (base_right and i not in flips_down) or (not base_right and i in flips_up)
         for arm, right in (("baseline", base_right), ("candidate", cand_right)):
             pred = target if right else choices[1 - i % 2]
+            # the predicted choice scores higher; the candidate's margins are a little apart
+            gap = 0.05 + (i % 7) / 10 + (0.02 if arm == "candidate" else 0.0)
+            logliks = tuple(-1.0 if c == pred else -1.0 - gap for c in choices)
             arms[arm].append(record(task, i, "acc", float(right), target=target, prediction=pred,
-                                    response=pred, choices=choices))
+                                    response=pred, choices=choices, choice_logliks=logliks))
     return arms
 
 

@@ -36,6 +36,14 @@ def test_injected_script_does_not_run_and_shows_as_text(page):
     assert page.console_errors() == []
 
 
+def test_the_distribution_shift_section_shows_the_choice_task(page):
+    text = page.evaluate("document.getElementById('shift').innerText")
+    assert "boolq_tiny" in text and "per-choice log-likelihoods" in text
+    assert "no A/A rerun of the baseline" in text  # described, not tested
+    assert "gsm8k_tiny: no shift panel" in text  # a generation task without logprobs
+    assert page.console_errors() == []
+
+
 def test_page_style_and_script_are_allowed_by_its_policy(page):
     color = page.evaluate(
         "getComputedStyle(document.querySelector('.banner')).borderTopColor")

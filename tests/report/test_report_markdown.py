@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 
 import pytest
@@ -18,7 +19,9 @@ def markdown(regression_run) -> str:
 def test_verdict_table_and_reasons(markdown):
     assert markdown.startswith("## vllm-regression-evals: REGRESSION\n")
     assert "**Verdict: REGRESSION**: regression in gsm8k\\_tiny" in markdown
-    table = [line for line in markdown.splitlines() if line.startswith("|")]
+    lines = markdown.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| task | metric"))
+    table = list(itertools.takewhile(lambda line: line.startswith("|"), lines[start:]))
     assert len(table) == 2 + 3
     assert all(len(re.findall(r"(?<!\\)\|", line)) == 12 for line in table)
     assert "| gsm8k\\_tiny | exact\\_match | 60 | 0.750 | 0.567 | -18.3 |" in markdown
@@ -48,3 +51,10 @@ def test_no_model_text_and_no_links(markdown):
 ])
 def test_escape_markdown(raw, escaped):
     assert escape_markdown(raw) == escaped
+
+
+def test_the_distribution_shift_table(markdown):
+    assert "Distribution shift (`gate.logprob: warn`):" in markdown
+    row = next(line for line in markdown.splitlines()
+               if line.startswith("| boolq\\_tiny | per-choice"))
+    assert len(re.findall(r"(?<!\\)\|", row)) == 6 and "no A/A rerun" in row

@@ -164,3 +164,32 @@ def test_diff_of_a_generation_stuck_in_a_loop_is_one_quick_span():
     assert [(s.text[:9], s.changed) for s in a] == [("Answer: ", False), ("old tail ", True),
                                                    ("tail ", False)]
     assert len(_changed(b)) == 1
+
+
+def test_the_shift_panel_of_a_choice_task_matches_scipys_kl(regression_run):
+    """The fake run's multiple-choice task logs per-choice log-likelihoods: its panel's mean
+    KL is the mean over items of scipy's KL between the two arms' choice softmaxes."""
+    import json
+
+    from scipy import special, stats
+
+    from evals.report._shift import shift_section
+
+    summary = read_summary(regression_run)
+    (task,) = [t for t in summary["shift"]["tasks"] if t["task"] == "boolq_tiny"]
+    kls = []
+    rows = [json.loads(line) for line in
+            (regression_run / "paired_items.jsonl").read_text().splitlines()[1:]]
+    by_doc = {r["doc_id"]: r for r in rows if r["task"] == "boolq_tiny"}
+    for i in range(40):
+        logliks = {}
+        for arm in ("baseline", "candidate"):
+            gap = 0.05 + (i % 7) / 10 + (0.02 if arm == "candidate" else 0.0)
+            pred = by_doc[i][f"{arm}_response"]
+            logliks[arm] = [-1.0 if c == pred else -1.0 - gap for c in ("no", "yes")]
+        kls.append(stats.entropy(special.softmax(logliks["baseline"]),
+                                 special.softmax(logliks["candidate"])))
+    assert task["summary"]["mean_kl"] == pytest.approx(sum(kls) / len(kls), rel=1e-9)
+    assert task["summary"]["n_items"] == 40 and task["test"] is None
+    panel = {t.task: t for t in shift_section(summary).tasks}["boolq_tiny"]
+    assert panel.mean_kl == f"{sum(kls) / len(kls):.2e}" and not panel.shifted
