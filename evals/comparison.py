@@ -343,20 +343,14 @@ def finish(*, kind: str, run_dir: Path, tasks: list[TaskSpec], gate: GateConfig,
     summary = build_summary(
         kind=kind, run_id=run_id or run_dir.name, config=config_dump, analyses=analyses, verdict=verdict,
         arms=manifests, sources={name: s.source for name, s in samples.items()},
-        warnings=warnings, speed=speedup, cache_stress=cache_checks, platform=platform)
-    summary.update(extras)
-    summary["gates"] = [{"gate": s.gate, "verdict": s.verdict, "changed": s.changed}
-                        for s in steps]
-    if evidence.exercise is not None:
-        summary["exercise"] = evidence.exercise.to_dict()
-    faults = {arm: m["faults"] for arm, m in manifests.items() if m.get("faults")}
-    if faults:
-        summary["faults"] = faults
-    if evidence.preflight:
-        summary["preflight"] = {k: v for k, v in evidence.preflight.items() if k != "warnings"}
-    summary["shift"] = {"gate": gate.logprob, "alpha": gate.alpha,
-                        "tasks": [shift_record(s) for s in shifts],
-                        "notes": analysed.shift_notes}
+        warnings=warnings, speed=speedup, cache_stress=cache_checks, platform=platform,
+        drift=extras.get("drift"), gates=steps,
+        exercise=evidence.exercise.to_dict() if evidence.exercise is not None else None,
+        faults={arm: m["faults"] for arm, m in manifests.items() if m.get("faults")},
+        preflight=({k: v for k, v in evidence.preflight.items() if k != "warnings"}
+                   if evidence.preflight else None),
+        shift={"gate": gate.logprob, "alpha": gate.alpha,
+               "tasks": [shift_record(s) for s in shifts], "notes": analysed.shift_notes})
     write_run(run_dir, summary, paired)
     from evals.report import write_reports  # rendering is the last step of the flow
     written = write_reports(run_dir)

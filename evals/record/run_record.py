@@ -50,7 +50,12 @@ def shift_record(shift) -> dict:
 def build_summary(*, kind: str, run_id: str, config: dict, analyses: list[TaskAnalysis],
                   verdict: RunVerdict, arms: dict[str, dict], sources: dict[str, str],
                   warnings: list[str], speed=None, cache_stress=(),
-                  platform: dict | None = None) -> dict:
+                  platform: dict | None = None, drift: dict | None = None, gates=None,
+                  exercise: dict | None = None, faults: dict | None = None,
+                  preflight: dict | None = None, shift: dict | None = None) -> dict:
+    """The run's summary.json record. The optional parts are left out when absent: `drift`
+    (a drift run's chart), `exercise`, `faults` (canary faults per arm), `preflight` (the
+    doctor and the audit); `gates` lists the gate steps (evals.decide.gates.GateStep)."""
     by_task = {t.task: t for t in verdict.tasks}
     tasks = []
     for a in analyses:
@@ -59,7 +64,7 @@ def build_summary(*, kind: str, run_id: str, config: dict, analyses: list[TaskAn
         entry["regression_pvalue_adjusted"] = by_task[a.task].regression_pvalue_adjusted
         entry["reason"] = by_task[a.task].reason
         tasks.append(entry)
-    return {
+    summary = {
         "schema_version": SUMMARY_SCHEMA_VERSION,
         "kind": kind,
         "run_id": run_id,
@@ -80,6 +85,12 @@ def build_summary(*, kind: str, run_id: str, config: dict, analyses: list[TaskAn
         "cache_stress": [dict(_plain(c), disagreement=c.disagreement) for c in cache_stress],
         "pooled": _plain(verdict.pooled),
     }
+    optional = {"drift": drift,
+                "gates": None if gates is None else [
+                    {"gate": g.gate, "verdict": g.verdict, "changed": g.changed} for g in gates],
+                "exercise": exercise, "faults": faults or None, "preflight": preflight,
+                "shift": shift}
+    return {**summary, **{k: v for k, v in optional.items() if v is not None}}
 
 
 def write_paired_items(path: Path, paired: list[PairedTask]) -> None:
