@@ -137,6 +137,10 @@ def _alive(pids) -> list[str]:
     return left
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_stops_the_server(tmp_path):
     config = write_config(tmp_path, "sigint", {"mode": "server", "engine": dict(ENGINE)},
                           {"mode": "server", "engine": MTP_PREFIX}, tasks=TASKS, limit=1200)
@@ -144,9 +148,12 @@ def test_ctrl_c_stops_the_server(tmp_path):
     # output to files, not pipes: the run's end is its own exit, not that of whatever
     # process might hold a pipe's other end
     with out_path.open("w") as out, err_path.open("w") as err:
+        # as a terminal's foreground job: SIGINT at its default (a suite run as a background
+        # job of a non-interactive shell inherits SIGINT ignored, and Ctrl-C would do nothing)
         proc = subprocess.Popen([sys.executable, "-m", "evals", "ab", str(config), "--reports",
                                  str(tmp_path / "reports")], cwd=REPO, stdout=out, stderr=err,
-                                text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                                preexec_fn=_default_sigint)
     deadline = time.time() + 600
     servers: dict[int, str] = {}
     while time.time() < deadline and proc.poll() is None:
