@@ -10,7 +10,7 @@ shift test needs the baseline's A/A rerun (`noise_floor: true`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -152,8 +152,6 @@ def analyse_shift(p: PairedTask, *, baseline: TaskLogprobs | None = None,
 
 def adjust(shifts: list[ShiftAnalysis], alpha: float) -> list[ShiftAnalysis]:
     """Holm over the tasks that have a test; each analysis with its adjusted p-value."""
-    from dataclasses import replace
-
     tested = [s for s in shifts if s.test is not None]
     if not tested:
         return shifts

@@ -24,7 +24,7 @@ from evals.plan.arm_spec import ArmSpec
 from evals.runner.effective_config import effective_engine_config
 from evals.runner.engine_call import offline_call, server_call
 from evals.runner.layout import ArmLayout
-from evals.runner.logprob_capture import Capture, wrap_generate_until
+from evals.runner.logprob_capture import Capture, generation_params, wrap_generate_until
 from evals.runner.vllm_compat import shutdown_engine
 
 
@@ -81,10 +81,8 @@ def _constrain(sampling_params, structured: dict) -> None:
     """Structured output on the generation requests (scoring requests are left alone)."""
     from vllm.sampling_params import StructuredOutputsParams
 
-    params = sampling_params if isinstance(sampling_params, list) else [sampling_params]
-    for sp in params:
-        if sp is not None and sp.prompt_logprobs is None:
-            sp.structured_outputs = StructuredOutputsParams(**structured)
+    for sp in generation_params(sampling_params):
+        sp.structured_outputs = StructuredOutputsParams(**structured)
 
 
 def _instrument(llm, backend: Backend, progress_cls, structured: dict | None = None) -> None:

@@ -25,6 +25,13 @@ from evals.record.records import LOGPROBS_HEADER
 DECIMALS = 6
 
 
+def generation_params(sampling_params) -> list:
+    """The generation requests' SamplingParams of one `LLM.generate` call (one or a list);
+    scoring (log-likelihood) requests, which ask for prompt log-probabilities, left out."""
+    params = sampling_params if isinstance(sampling_params, list) else [sampling_params]
+    return [sp for sp in params if sp is not None and sp.prompt_logprobs is None]
+
+
 class Capture:
     """The top-k log-probabilities of one arm's generations, by task and doc_id."""
 
@@ -40,10 +47,8 @@ class Capture:
         """Asks for top-k log-probabilities on the generation requests."""
         if not self.enabled:
             return
-        params = sampling_params if isinstance(sampling_params, list) else [sampling_params]
-        for sp in params:
-            if sp is not None and sp.prompt_logprobs is None:
-                sp.logprobs = self.top_k
+        for sp in generation_params(sampling_params):
+            sp.logprobs = self.top_k
 
     def add(self, outputs) -> None:
         if not self.enabled:
