@@ -1,6 +1,7 @@
 """The data flows one way: config -> arm runs -> paired samples -> analysis -> verdict ->
-report/history. Checked on the source's import statements (module level and inside
-functions), followed transitively through the package."""
+record -> report/history, the pipelines on top. Checked on the source's import statements
+(module level and inside functions, relative ones resolved), followed transitively through
+the package. scripts/code_shape.py prints the same graph's cycles and upward imports."""
 
 from __future__ import annotations
 
@@ -14,24 +15,80 @@ DOWNSTREAM_OF_THE_RUNNER = ("evals.pair.pairing", "evals.pair.metric_scale", "ev
                             "evals.canary")
 
 
+# The stages in the order the data flows; a module may import its own stage, an earlier
+# one, and the shared modules. A name covers the module and everything below it; the
+# longest name that covers a module decides its stage.
+STAGES = (
+    ("statistics", ("evals.stats",)),  # pure: arrays in, results out (plan's sample sizes use them)
+    ("config", ("evals.plan",)),
+    # the worker side: the one door to lm-eval and vLLM, also for the preflight's audit
+    ("arm runs, worker side", ("evals.runner", "evals.faults.vllm_plugin")),
+    ("preflight", ("evals.preflight",)),
+    ("arm runs, parent side", ("evals.run",)),
+    ("paired samples", ("evals.pair",)),
+    ("analysis", ("evals.analyse",)),
+    ("verdict", ("evals.decide",)),
+    ("record", ("evals.record",)),
+    ("report and history", ("evals.report", "evals.store")),
+    ("pipelines", ("evals.comparison", "evals.study_run", "evals.canary", "evals.cli",
+                   "evals.__main__")),
+)
+SHARED = ("evals", "evals.errors", "evals.paths", "evals.atomic_files", "evals.hardware",
+          "evals.text_hygiene", "evals.faults", "evals.faults.catalog",
+          "evals.record.records",  # every stored record's schema version
+          "evals.runner.vllm_compat")  # the supported vLLM range, read by the fault catalog
+
+
 def _module(path: Path) -> str:
     parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _imports(path: Path) -> set[str]:
-    found = set()
+def _statements(path: Path):
+    """(module, names) of every import statement: `import a.b` is ("a.b", ()), `from a
+    import b, c` is ("a", ("b", "c")), a relative one resolved."""
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+            yield from ((alias.name, ()) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and (node.module or node.level):
+            yield _absolute(path, node.level, node.module), tuple(a.name for a in node.names)
+
+
+def _imports(path: Path) -> set[str]:
+    found = set()
+    for module, names in _statements(path):
+        found.add(module)
+        found.update(f"{module}.{name}" for name in names)
     return {name for name in found if name.split(".")[0] == "evals"}
+
+
+def _absolute(path: Path, level: int, module: str | None) -> str:
+    """`from ..x import y` in evals/a/b.py: evals.x."""
+    if not level:
+        return module or ""
+    package = _module(path).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    package = package[:len(package) - level + 1]
+    return ".".join(package + ([module] if module else []))
 
 
 def _sources() -> dict[str, Path]:
     return {_module(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def _edges(module: str, sources: dict[str, Path]) -> set[str]:
+    """The evals modules `module` imports itself. `from evals.x import y` imports the
+    module evals.x.y where there is one (its package runs first, as for any submodule),
+    otherwise the name y of evals.x."""
+    found = set()
+    for imported, names in _statements(sources[module]):
+        for name in [f"{imported}.{n}" for n in names] or [imported]:
+            while name and name not in sources:
+                name = name.rpartition(".")[0]
+            if name.split(".")[0] == "evals" and name != module:
+                found.add(name)
+    return found
 
 
 def _closure(start: str, sources: dict[str, Path]) -> dict[str, str]:
@@ -39,13 +96,77 @@ def _closure(start: str, sources: dict[str, Path]) -> dict[str, str]:
     seen, todo = {start: ""}, [start]
     while todo:
         current = todo.pop()
-        for name in _imports(sources[current]):
-            while name and name not in sources:  # `from evals.x import y`: y is a name
-                name = name.rpartition(".")[0]
-            if name and name not in seen:
+        for name in _edges(current, sources):
+            if name not in seen:
                 seen[name] = current
                 todo.append(name)
     return seen
+
+
+def import_graph() -> dict[str, set[str]]:
+    sources = _sources()
+    return {module: _edges(module, sources) for module in sources}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import cycles: strongly connected components of more than one module (Tarjan,
+    "Depth-first search and linear graph algorithms", SIAM J. Comput. 1972), iteratively."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return sorted(found)
+
+
+def stage_of(module: str) -> int | None:
+    """The module's place in STAGES (the longest name that covers it decides); None for a
+    shared module, -1 for one in no stage."""
+    if module in SHARED:
+        return None
+    places = [(len(name), place) for place, (_, names) in enumerate(STAGES) for name in names
+              if module == name or module.startswith(name + ".")]
+    return max(places)[1] if places else -1
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """`a -> b` for every import of a later stage's module (or one in no stage)."""
+    found = []
+    for module, names in sorted(graph.items()):
+        here = stage_of(module)
+        for name in sorted(names):
+            there = stage_of(name)
+            if there is not None and (here is None or -1 in (here, there) or there > here):
+                found.append(f"{module} -> {name}")
+    return found
 
 
 def test_the_runner_imports_nothing_downstream_of_it():
