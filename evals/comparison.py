@@ -30,7 +30,7 @@ from evals.decide.drift import (apply_chart, chart_tasks, deployment_name, drift
                          golden_arm_dir, history_points, summary_extras)
 from evals.analyse.early_stop import first_items, sequential_for_task
 from evals.errors import ExitCode, UserError
-from evals.analyse.exercise import ExerciseReport, apply_exercise_gate, assess, declared_optimizations
+from evals.analyse.exercise import ExerciseReport, assess, declared_optimizations
 from evals.decide.gates import Gate, run_gates
 from evals.pair.metric_scale import pair_normalised
 from evals.pair.pairing import PairedTask, pair_task
@@ -50,7 +50,7 @@ from evals.plan.schedule import item_order
 from evals.analyse.speed import compare_speed
 from evals.analyse.task_warnings import task_warnings
 from evals.text_hygiene import visible
-from evals.decide.verdict import apply_shift_gate, apply_speed_gate, decide
+from evals.decide.verdict import apply_exercise_gate, apply_shift_gate, apply_speed_gate, decide
 
 WARM = "_warm"  # samples[<arm>_warm]: a cache-stress arm's warm pass
 DEFAULT_REPORTS = REPORTS_DIR

@@ -5,15 +5,14 @@ caching with prompts shorter than one KV block never hits; a speculative_config 
 vLLM ignored drafts nothing. This module reads what vLLM reported per arm and task (its
 counters, collected by the runner around each task: prefix-cache queried and hit tokens,
 drafted and accepted tokens, preemptions; the effective KV-cache dtype) and says which
-declared optimization never engaged on any gated task. `apply_exercise_gate` turns such a
-run into INCONCLUSIVE ("not exercised", exit 3): it cannot PASS.
+declared optimization never engaged on any gated task. The verdict's exercise gate
+(evals.decide.verdict.apply_exercise_gate) turns such a run into INCONCLUSIVE ("not
+exercised", exit 3): it cannot PASS.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
-
-from evals.decide.verdict import RunVerdict, Verdict
+from dataclasses import asdict, dataclass
 
 PREFIX_CACHING = "prefix caching"
 SPEC_DECODE = "speculative decoding"
@@ -142,14 +141,3 @@ def assess(declared: tuple[str, ...], manifests: dict[str, dict],
                                 f"(0 {what})")
     return ExerciseReport(declared=declared, kv_cache_dtype=kv, rows=rows,
                           not_exercised=tuple(not_exercised), warnings=tuple(warnings))
-
-
-def apply_exercise_gate(verdict: RunVerdict, report: ExerciseReport | None) -> RunVerdict:
-    """A declared optimization that never engaged cannot PASS: INCONCLUSIVE, "not exercised".
-    A REGRESSION stays one (the candidate did lose accuracy, whatever caused it)."""
-    if report is None or not report.not_exercised or verdict.verdict is Verdict.REGRESSION:
-        return verdict
-    names = " and ".join(report.not_exercised)
-    return replace(verdict, verdict=Verdict.INCONCLUSIVE,
-                   reason=f"not exercised: {names} never engaged on a gated task, so this run "
-                          f"cannot show it is safe (was: {verdict.reason})")

@@ -5,7 +5,8 @@ across tasks, the pooled test) gives the first verdict. The run's other gates fo
 fixed order, each given the verdict so far:
 
 1. `speed`: a config's `min_speedup` (evals.decide.verdict.apply_speed_gate);
-2. `exercise`: a declared optimization that never engaged cannot PASS (evals.analyse.exercise);
+2. `exercise`: a declared optimization that never engaged cannot PASS
+   (evals.decide.verdict.apply_exercise_gate, on the evidence of evals.analyse.exercise);
 3. `drift chart`: an EWMA alarm at this drift run is a REGRESSION (evals.decide.drift).
 
 Each step is recorded (`GateStep`); the summary lists them under `gates`, so a reader sees

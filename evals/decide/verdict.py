@@ -31,6 +31,7 @@ from evals import stats
 from evals.analyse.analysis import TaskAnalysis
 from evals.errors import ExitCode
 from evals.analyse.early_stop import final_alpha, look_alpha
+from evals.analyse.exercise import ExerciseReport
 from evals.analyse.speed import describe_requirement, describe_speedup
 
 
@@ -257,6 +258,17 @@ def apply_speed_gate(verdict: RunVerdict, speed) -> RunVerdict:
         return replace(verdict, verdict=Verdict.INCONCLUSIVE,
                        reason=f"{verdict.reason}, but {shown} cannot show {required}")
     return verdict
+
+
+def apply_exercise_gate(verdict: RunVerdict, report: ExerciseReport | None) -> RunVerdict:
+    """A declared optimization that never engaged cannot PASS: INCONCLUSIVE, "not exercised".
+    A REGRESSION stays one (the candidate did lose accuracy, whatever caused it)."""
+    if report is None or not report.not_exercised or verdict.verdict is Verdict.REGRESSION:
+        return verdict
+    names = " and ".join(report.not_exercised)
+    return replace(verdict, verdict=Verdict.INCONCLUSIVE,
+                   reason=f"not exercised: {names} never engaged on a gated task, so this run "
+                          f"cannot show it is safe (was: {verdict.reason})")
 
 
 def apply_shift_gate(verdict: RunVerdict, shifted: list[tuple[str, float]]) -> RunVerdict:

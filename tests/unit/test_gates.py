@@ -9,9 +9,9 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
-from evals.analyse.exercise import ExerciseReport, apply_exercise_gate
+from evals.analyse.exercise import ExerciseReport
 from evals.decide.gates import STATISTICAL, Gate, run_gates
-from evals.decide.verdict import RunVerdict, Verdict
+from evals.decide.verdict import RunVerdict, Verdict, apply_exercise_gate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "report"))
 
