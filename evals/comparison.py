@@ -40,12 +40,13 @@ from evals.preflight.checks import (AuditWhileStarting, ResolvedInWorkers, check
                                     doctor_checks, with_resolved_configs)
 from evals.report.terminal_table import render_table
 from evals.record.platform_record import platform_warnings, run_platform
-from evals.record.run_record import build_summary, open_store, record_in_store, write_run
+from evals.record.run_record import build_summary, write_run
 from evals.runner.layout import ArmLayout
 from evals.pair.samples import ArmSamples, read_output_dir
 from evals.pair.logprobs import TaskLogprobs, read_arm_logprobs
 from evals.analyse.shift import ShiftAnalysis, adjust, analyse_shift, shifted
 from evals.record.run_record import shift_record
+from evals.store import open_store, record_in_store
 from evals.plan.schedule import item_order
 from evals.analyse.speed import compare_speed
 from evals.analyse.task_warnings import task_warnings

@@ -37,7 +37,8 @@ from evals.preflight.checks import (AuditOutcome, AuditWhileStarting, arm_identi
                                     doctor_checks, with_resolved_configs)
 from evals.preflight.audit import audit_resolved
 from evals.record.records import STUDY
-from evals.record.run_record import open_store, read_summary, record_in_store
+from evals.record.run_record import read_summary
+from evals.store import open_store, record_in_store
 from evals.run.arms import arm_specs, manifests_of, fresh_or_reused, speed_records
 from evals.run.ray_executor import submit_arms
 from evals.run.concurrent import device_plan, run_side_by_side

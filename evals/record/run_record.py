@@ -7,7 +7,6 @@ migrate older ones in `migrate_summary`, the one place that knows old layouts.
 from __future__ import annotations
 
 import dataclasses
-import os
 import json
 from enum import Enum
 from datetime import datetime, timezone
@@ -161,23 +160,3 @@ def read_paired_items(run_dir: Path) -> list[dict]:
             except json.JSONDecodeError:
                 raise UserError(f"{path}, line {line_no}: not valid JSON (truncated?).") from None
     return rows
-
-
-def open_store(reports_dir: Path, store_root: Path | None = None):
-    """The run store: --store, else $EVALS_STORE, else <reports>/store."""
-    from evals.store import ENV_VAR, RunStore
-
-    if store_root is None and not os.environ.get(ENV_VAR):
-        store_root = Path(reports_dir) / "store"
-    return RunStore(store_root)
-
-
-def record_in_store(store, run_dir: Path, *, kind: str, deployment: str | None,
-                    echo=print) -> None:
-    """Finished work is never lost to a broken store: a store problem is a warning."""
-    try:
-        stored = store.record_run(run_dir, kind=kind, deployment=deployment)
-        echo(f"[evals] recorded as {stored.run_id} in {store.root}")
-    except UserError as exc:
-        echo(f"warning: the run was not recorded in the run store: {exc}")
-

@@ -15,7 +15,7 @@ from evals.store._index import INDEX_SCHEMA_VERSION
 from evals.store._items import ITEMS_SCHEMA, ITEMS_SCHEMA_VERSION
 from evals.store._layout import DEFAULT_ROOT, ENV_VAR, default_root
 from evals.store._manifest import MANIFEST_SCHEMA_VERSION
-from evals.store._run_store import RunStore
+from evals.store._run_store import RunStore, open_store, record_in_store
 from evals.store._types import RunEntry, SeriesPoint, StoredRun
 
 __all__ = [
@@ -29,5 +29,7 @@ __all__ = [
     "RunStore",
     "SeriesPoint",
     "StoredRun",
+    "open_store",
+    "record_in_store",
     "default_root",
 ]

@@ -7,6 +7,7 @@ paired_items.jsonl) through `evals.record.run_record` and never touches the arms
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import uuid
 from collections.abc import Iterator
@@ -19,7 +20,7 @@ import pyarrow as pa
 from evals.errors import UserError
 from evals.store import _index as index
 from evals.store._items import items_table, write_items
-from evals.store._layout import StoreLayout, check_run_id, default_root
+from evals.store._layout import ENV_VAR, StoreLayout, check_run_id, default_root
 from evals.store._manifest import now_iso, write_manifest
 from evals.store._run_files import RunFiles
 from evals.store._types import RunEntry, SeriesPoint, StoredRun
@@ -291,3 +292,18 @@ class RunStore:
         return None
 
 
+def open_store(reports_dir: Path, store_root: Path | None = None):
+    """The run store: --store, else $EVALS_STORE, else <reports>/store."""
+    if store_root is None and not os.environ.get(ENV_VAR):
+        store_root = Path(reports_dir) / "store"
+    return RunStore(store_root)
+
+
+def record_in_store(store, run_dir: Path, *, kind: str, deployment: str | None,
+                    echo=print) -> None:
+    """Finished work is never lost to a broken store: a store problem is a warning."""
+    try:
+        stored = store.record_run(run_dir, kind=kind, deployment=deployment)
+        echo(f"[evals] recorded as {stored.run_id} in {store.root}")
+    except UserError as exc:
+        echo(f"warning: the run was not recorded in the run store: {exc}")
