@@ -20,15 +20,15 @@ from functools import partial
 from pathlib import Path
 
 from evals.analyse.analysis import TaskAnalysis, analyse_task, noise_floor, task_rng
-from evals.run.arms import (RERUN, Looks, arm_specs, fresh_or_reused, run_arms,
-                            run_arms_on_ray, run_id_for, sequential_alpha, speed_records)
+from evals.run.arms import (RERUN, arm_specs, fresh_or_reused, run_arms, run_arms_on_ray,
+                            run_id_for, speed_records)
 from evals.analyse.cache_stress import WARM_SUFFIX, WarmColdCheck, describe, warm_vs_cold
 from evals.pair.clusters import cluster_ids
 from evals.plan.config import ABConfig, GateConfig, TaskSpec
 from evals.decide.drift import KIND as DRIFT_KIND
 from evals.decide.drift import (apply_chart, chart_tasks, deployment_name, drift_run_id,
                          golden_arm_dir, history_points, summary_extras)
-from evals.analyse.early_stop import first_items, sequential_for_task
+from evals.analyse.early_stop import Looks, first_items, sequential_for_task
 from evals.errors import ExitCode, UserError
 from evals.analyse.exercise import ExerciseReport, assess, declared_optimizations
 from evals.decide.gates import Gate, run_gates
@@ -47,7 +47,7 @@ from evals.pair.logprobs import TaskLogprobs, read_arm_logprobs
 from evals.analyse.shift import ShiftAnalysis, adjust, analyse_shift, shifted
 from evals.record.run_record import shift_record
 from evals.store import open_store, record_in_store
-from evals.plan.schedule import item_order
+from evals.plan.schedule import item_order, sequential_alpha
 from evals.analyse.speed import compare_speed
 from evals.analyse.task_warnings import task_warnings
 from evals.text_hygiene import visible

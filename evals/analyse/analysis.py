@@ -18,7 +18,8 @@ from scipy import stats as sps
 
 from evals import stats
 from evals.pair.pairing import PairedTask
-from evals.analyse.early_stop import SequentialSummary, final_alpha
+from evals.analyse.early_stop import SequentialSummary
+from evals.plan.schedule import final_alpha
 
 MAX_CLASS_LABELS = 12
 POWER_FOR_MDE = 0.8

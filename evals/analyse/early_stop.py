@@ -8,35 +8,29 @@ soon as a regression is established or non-inferiority is shown.
 Error budget. The looks use the e-process tests of `evals.stats.sequential`, valid over
 any number of looks. They get half of alpha, split evenly over the gated tasks
 (Bonferroni: tasks stop independently); a task that reaches its full item set without
-a decision is judged by the fixed-sample tests at the other half of alpha. So the
-chance of a false REGRESSION, and per task of a false PASS, stays at most alpha.
+a decision is judged by the fixed-sample tests at the other half of alpha (the split:
+evals.plan.schedule.look_alpha, final_alpha). So the chance of a false REGRESSION, and
+per task of a false PASS, stays at most alpha.
 
-The parent computes each look when the candidate's worker asks after a chunk (the runner
-itself imports no analysis) and hands the last look of each task to the analysis.
+The parent computes each look when the candidate's worker asks after a chunk (`Looks`,
+the pipeline's answerer; the runner and the run stage import no analysis) and hands the
+last look of each task to the analysis.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 
 from evals import stats
+from evals.pair.metric_scale import pair_normalised
 from evals.pair.pairing import PairedTask
-from evals.plan.schedule import chunks, item_order  # noqa: F401  (re-exported)
-
-SEQUENTIAL_SHARE = 0.5  # of alpha, spent on the interim looks; the rest on the final test
-
-
-def look_alpha(alpha: float, gated_tasks: int) -> float:
-    """Alpha of one task's interim looks."""
-    return alpha * SEQUENTIAL_SHARE / max(gated_tasks, 1)
-
-
-def final_alpha(alpha: float) -> float:
-    """Alpha of the fixed-sample tests for tasks that ran all their items."""
-    return alpha * (1 - SEQUENTIAL_SHARE)
-
+from evals.pair.samples import read_output_dir
+from evals.plan.config import ABConfig
+from evals.plan.schedule import chunks, item_order, sequential_alpha  # noqa: F401  (chunks re-exported)
+from evals.runner.asks import LOOK
 
 @dataclass(frozen=True, slots=True)
 class SequentialSummary:
@@ -100,3 +94,33 @@ def first_items(paired: PairedTask, order: np.ndarray, k: int) -> PairedTask:
                    if paired.baseline_records else (),
                    candidate_records=tuple(paired.candidate_records[i] for i in keep)
                    if paired.candidate_records else ())
+
+
+class Looks:
+    """The parent's answers to a sequential candidate's "stop now?" (evals.runner.asks):
+    after each chunk, the items so far paired with the baseline's and the sequential test
+    above. The pipeline hands it to the run stage as the candidate's answerer. Each task's
+    last look is kept for the analysis, which so does not compute it again."""
+
+    def __init__(self, config: ABConfig, baseline_dir: Path, candidate_dir: Path):
+        self.config, self.baseline_dir, self.candidate_dir = config, baseline_dir, candidate_dir
+        self.last: dict[str, SequentialSummary] = {}
+
+    def __call__(self, question: dict) -> dict:
+        if question["kind"] != LOOK:
+            return {"go": True}
+        task, n_items = question["task"], int(question["n_items"])
+        spec = next(t for t in self.config.tasks if t.name == task)
+        paired = pair_normalised(spec, read_output_dir(self.baseline_dir, [task]),
+                       read_output_dir(self.candidate_dir, [task]), spec.filter,
+                       str(self.candidate_dir), baseline_superset=True)
+        try:
+            summary = sequential_for_task(
+                paired, item_order(n_items, self.config.seed, task),
+                chunk=self.config.sequential.chunk, alpha=sequential_alpha(self.config),
+                margin=self.config.gate.margin, n_items=n_items)
+        except ValueError as exc:  # e.g. a metric that is not 0/1
+            return {"error": str(exc)}
+        self.last[task] = summary
+        return {"stop": summary.stopped_early, "decision": summary.decision,
+                "items_used": summary.items_used}

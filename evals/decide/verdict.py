@@ -30,7 +30,7 @@ import numpy as np
 from evals import stats
 from evals.analyse.analysis import TaskAnalysis
 from evals.errors import ExitCode
-from evals.analyse.early_stop import final_alpha, look_alpha
+from evals.plan.schedule import final_alpha, look_alpha
 from evals.analyse.exercise import ExerciseReport
 from evals.analyse.speed import describe_requirement, describe_speedup
 

@@ -1,7 +1,8 @@
 """The run stage, parent side: the arms' specs from a config, results reused from the run
-store, each arm run through the runner (evals.runner.launch), and the parent's
-answers to a sequential candidate's "stop now?" (`Looks`). What comes out is each arm's
-layout on disk and its manifest; pairing and analysis come after.
+store, each arm run through the runner (evals.runner.launch) with the answers the pipeline
+gives its workers (a sequential candidate's "stop now?" is evals.analyse.early_stop.Looks).
+What comes out is each arm's layout on disk and its manifest; pairing and analysis come
+after.
 """
 
 from __future__ import annotations
@@ -12,17 +13,14 @@ from pathlib import Path
 
 from evals.plan.arm_spec import ArmSpec, package_versions
 from evals.plan.config import DEFAULT_TASKS_DIR, ABConfig
-from evals.analyse.early_stop import SequentialSummary, look_alpha, sequential_for_task
 from evals.errors import UserError
 from evals.paths import ARMS
-from evals.pair.metric_scale import pair_normalised
 from evals.record.records import SPEED_RECORD
 from evals.run.reuse import reuse_finished_tasks
-from evals.runner.asks import LOOK, Answerer
+from evals.runner.asks import Answerer
 from evals.runner.launch import arm_is_complete, run_arms_in_turn
 from evals.runner.layout import ArmLayout
-from evals.pair.samples import read_output_dir
-from evals.plan.schedule import item_order
+from evals.plan.schedule import sequential_alpha
 
 RERUN = "baseline_rerun"  # the baseline's second run, for the A/A noise floor
 
@@ -61,40 +59,6 @@ def arm_specs(config: ABConfig, run_dir: Path) -> dict[str, ArmSpec]:
         specs[RERUN] = replace(specs["baseline"], arm=RERUN,
                                output_dir=str(run_dir / "arms" / RERUN))
     return specs
-
-
-def sequential_alpha(config: ABConfig) -> float:
-    return look_alpha(config.gate.alpha, sum(1 for t in config.tasks if t.gate))
-
-
-class Looks:
-    """The parent's answers to a sequential candidate's "stop now?" (evals.runner.asks):
-    after each chunk, the items so far paired with the baseline's and the sequential test
-    (evals.analyse.early_stop). Each task's last look is kept for the analysis, which so
-    does not compute it again."""
-
-    def __init__(self, config: ABConfig, baseline_dir: Path, candidate_dir: Path):
-        self.config, self.baseline_dir, self.candidate_dir = config, baseline_dir, candidate_dir
-        self.last: dict[str, SequentialSummary] = {}
-
-    def __call__(self, question: dict) -> dict:
-        if question["kind"] != LOOK:
-            return {"go": True}
-        task, n_items = question["task"], int(question["n_items"])
-        spec = next(t for t in self.config.tasks if t.name == task)
-        paired = pair_normalised(spec, read_output_dir(self.baseline_dir, [task]),
-                       read_output_dir(self.candidate_dir, [task]), spec.filter,
-                       str(self.candidate_dir), baseline_superset=True)
-        try:
-            summary = sequential_for_task(
-                paired, item_order(n_items, self.config.seed, task),
-                chunk=self.config.sequential.chunk, alpha=sequential_alpha(self.config),
-                margin=self.config.gate.margin, n_items=n_items)
-        except ValueError as exc:  # e.g. a metric that is not 0/1
-            return {"error": str(exc)}
-        self.last[task] = summary
-        return {"stop": summary.stopped_early, "decision": summary.decision,
-                "items_used": summary.items_used}
 
 
 def reuse_from_store(specs: dict[str, ArmSpec], store, echo) -> dict[str, dict[str, str]]:

@@ -9,8 +9,8 @@ import pytest
 from evals import stats
 from evals.analyse.analysis import analyse_task
 from evals.pair.pairing import PairedTask
-from evals.analyse.early_stop import (chunks, final_alpha, first_items, item_order, look_alpha,
-                                   sequential_for_task)
+from evals.analyse.early_stop import chunks, first_items, item_order, sequential_for_task
+from evals.plan.schedule import final_alpha, look_alpha
 from evals.decide.verdict import Verdict, decide
 
 
