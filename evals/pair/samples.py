@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evals.errors import UserError
+from evals.runner.layout import samples_files
 
-_SAMPLES_RE = re.compile(r"^samples_(?P<task>.+)_(?P<stamp>\d{4}-\d{2}-\d{2}T[\d\-.]+)\.jsonl$")
 _SURROGATES = re.compile("[\ud800-\udfff]")
 _RESULTS_RE = re.compile(r"^results_(?P<stamp>\d{4}-\d{2}-\d{2}T[\d\-.]+)\.json$")
 
@@ -163,16 +163,6 @@ def _lines(path: Path):
                 yield line_no, raw.decode("utf-8")
             except UnicodeDecodeError:
                 raise UserError(f"{path}, line {line_no}: not valid UTF-8.") from None
-
-
-def samples_files(root: Path, task: str | None = None) -> dict[str, list[Path]]:
-    """Every `samples_<task>_<stamp>.jsonl` under root, by task (exact task names)."""
-    found: dict[str, list[Path]] = {}
-    for path in sorted(Path(root).rglob("samples_*.jsonl")):
-        match = _SAMPLES_RE.match(path.name)
-        if match and (task is None or match["task"] == task):
-            found.setdefault(match["task"], []).append(path)
-    return found
 
 
 def _one_per_task(root: Path) -> dict[str, Path]:

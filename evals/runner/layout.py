@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from evals.errors import UserError
 from evals.record.records import ARM_MANIFEST, CHUNK_MARKER, FAULT_TALLY, TASK_MARKER
+
+# lm-eval's name for a task's `--log_samples` file
+_SAMPLES_RE = re.compile(r"^samples_(?P<task>.+)_(?P<stamp>\d{4}-\d{2}-\d{2}T[\d\-.]+)\.jsonl$")
 
 
 class ArmLayout:
@@ -82,3 +86,13 @@ class ArmLayout:
 
     def write_manifest(self, data: dict) -> None:
         ARM_MANIFEST.write(self.manifest_path, data)
+
+
+def samples_files(root: Path, task: str | None = None) -> dict[str, list[Path]]:
+    """Every `samples_<task>_<stamp>.jsonl` under root, by task (exact task names)."""
+    found: dict[str, list[Path]] = {}
+    for path in sorted(Path(root).rglob("samples_*.jsonl")):
+        match = _SAMPLES_RE.match(path.name)
+        if match and (task is None or match["task"] == task):
+            found.setdefault(match["task"], []).append(path)
+    return found

@@ -29,11 +29,10 @@ from evals.runner.chunk_merge import merge_chunk_samples
 from evals.runner.config_resolver import engine_arg_names, resolve_report
 from evals.runner.engine_lock import EngineLock
 from evals.runner.fork_server import FORKED_ENV
-from evals.runner.layout import ArmLayout
+from evals.runner.layout import ArmLayout, samples_files
 from evals.runner.logprob_capture import write_rows
 from evals.runner.server import ServerFailed
 from evals.runner.task_index import local_task_names
-from evals.pair.samples import samples_files
 from evals.plan.schedule import chunks, item_order
 
 
