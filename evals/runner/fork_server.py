@@ -374,7 +374,7 @@ def _run_child(request: dict, out_fd: int) -> int:
     directory and output. Returns its exit code."""
     import runpy
 
-    from evals.runner.launch import terminate_with_parent
+    from evals.runner.parent_death import terminate_with_parent
 
     os.setsid()
     terminate_with_parent()  # dies with the server

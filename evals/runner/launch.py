@@ -9,7 +9,6 @@ before it builds its engine (`run_arms_in_turn`). The worker's full output goes 
 
 from __future__ import annotations
 
-import ctypes
 import os
 import shutil
 import signal
@@ -31,6 +30,7 @@ from evals.runner.asks import (ASK_DIR_ENV, ASK_PREFIX, ENDED, ENGINE_TURN, GO, 
                                answer_line)
 from evals.runner.backends import BACKEND_MODULES
 from evals.runner.layout import ArmLayout
+from evals.runner.parent_death import terminate_with_parent
 
 BAD_INPUT_PREFIX = "[evals-bad-input] "  # the worker's marker for a bad-input message
 
@@ -62,17 +62,6 @@ def worker_env(spec: ArmSpec) -> dict[str, str]:
         env[FAULTS_ENV] = encode_env(list(spec.faults))
         env[FAULT_TALLY_ENV] = str(ArmLayout(Path(spec.output_dir)).fault_tally_dir)
     return env
-
-
-def terminate_with_parent() -> None:
-    """In a child (worker, server), before exec: Linux sends it SIGTERM if its parent dies,
-    even by SIGKILL, so no engine or server outlives the run that started it (the worker
-    turns SIGTERM into a clean stop of its server)."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # not Linux: the launcher's own cleanup still applies
-        pass
 
 
 WORKER = ["-m", "evals.runner.worker"]  # run by this interpreter, with the arm's spec path

@@ -21,7 +21,7 @@ import psutil
 import requests
 
 from evals.runner.engine_args import engine_flags
-from evals.runner.launch import terminate_with_parent
+from evals.runner.parent_death import terminate_with_parent
 
 LOOPBACK = "127.0.0.1"
 SERVED_NAME = "evals-arm"

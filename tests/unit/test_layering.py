@@ -209,3 +209,25 @@ def test_the_readme_layout_names_every_stage_folder_and_module():
     assert folders == packages
     modules = {p.name for p in PACKAGE.glob("*.py")} - {"__init__.py", "__main__.py"}
     assert all(f"`{m}`" in section or f"evals/{m}" in section for m in modules), modules
+
+
+def test_every_module_imports_only_its_own_or_an_earlier_stage():
+    """STAGES, in order; a shared module imports only shared ones."""
+    graph = import_graph()
+    unplaced = sorted(m for m in graph if stage_of(m) == -1)
+    assert unplaced == [], "modules in no stage (add them to STAGES or SHARED)"
+    upward = upward_imports(graph)
+    assert upward == [], "imports of a later stage: " + ", ".join(upward)
+
+
+def test_the_package_has_no_import_cycles():
+    found = cycles(import_graph())
+    assert found == [], "import cycles: " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def test_the_cycle_finder_names_every_member():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"e", "d"}}
+    assert cycles(graph) == [["a", "b", "c"]]
+    assert upward_imports({"evals.stats.x": {"evals.plan.y", "evals.errors"},
+                           "evals.errors": {"evals.pair"}, "evals.cli": {"evals.stats"}}) == [
+        "evals.errors -> evals.pair", "evals.stats.x -> evals.plan.y"]
