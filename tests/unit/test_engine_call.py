@@ -169,3 +169,74 @@ def test_a_swallowed_engine_difference_stops_unless_another_part_of_the_arm_diff
     differ = {**same, "candidate": {"effective_engine_config": {"x": 2}}}
     config, specs = _two_arms(tmp_path, {})
     check_effective_configs(config, differ, specs)
+
+
+def _resolve_from_the_call(specs, **_):
+    """A stand-in for the resolver processes (evals.runner.config_resolver.resolve_arms):
+    each arm's "effective config" is the engine arguments of its vLLM call as the resolver
+    receives them (`resolver_input`, the one assembly of engine_call), LoRA's under vLLM's
+    `lora` section, which is None without an adapter."""
+    from evals.runner.config_resolver import ResolvedArm
+
+    resolved = {}
+    for arm, arm_spec in specs.items():
+        engine = dict(resolver_input(arm_spec)["engine"])
+        rank, enabled = engine.pop("max_lora_rank"), engine.pop("enable_lora")
+        lora = {"max_lora_rank": rank} if enabled else None
+        effective = {f"engine.{k}": v for k, v in engine.items()}
+        effective.update({f"lora.{k}": v for k, v in lora.items()} if lora else {"lora": None})
+        names = tuple(sorted(engine)) + ("enable_lora", "max_lora_rank")
+        resolved[arm] = ResolvedArm(arm, effective, None, names, (), 0.0)
+    return resolved
+
+
+def test_an_adapter_only_difference_is_one_measurement_apart_in_ab_and_in_a_study(
+        tmp_path, monkeypatch):
+    """Two arms that differ only by `lora_adapter`: `ab`'s checks (arms differ, the config
+    audit, the effective configs after the run) and a study's (arms differ, its audit of
+    every arm and of each comparison) accept them alike; without the adapter both stop."""
+    import json
+
+    from evals import study_run
+    from evals.errors import UserError
+    from evals.plan.config import load_config
+    from evals.plan.study import load_run_config
+    from evals.preflight import checks
+    from evals.run.arms import arm_specs
+
+    monkeypatch.setattr(checks, "resolve_arms", _resolve_from_the_call)
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text("{}", encoding="utf-8")
+    engine = {"max_num_seqs": 8}
+    quiet = lambda line: None  # noqa: E731
+
+    def write(name: str, arms: dict) -> Path:
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(json.dumps({"name": name, "model": "m", "tasks": [{"name": "t"}],
+                                    "arms": arms}), encoding="utf-8")
+        return path
+
+    def ab(candidate: dict) -> None:
+        config = load_config(write("ab", {"baseline": {"engine": engine},
+                                          "candidate": {"engine": engine, **candidate}}))
+        specs = arm_specs(config, tmp_path / "ab-run")
+        checks.check_arms_differ(config, specs)
+        outcome = checks.config_audit(config, specs, echo=quiet)
+        manifests = {arm: {"effective_engine_config": outcome.resolved[arm]} for arm in specs}
+        checks.check_effective_configs(config, manifests, specs)
+
+    def study(adapted: dict) -> None:
+        loaded = load_run_config(write("study", {
+            "baseline": {"engine": engine}, "adapted": {"engine": engine, **adapted},
+            "more_seqs": {"engine": {"max_num_seqs": 16}}}))
+        specs = study_run.study_specs(loaded, tmp_path / "study-run")
+        study_run.check_study_arms_differ(loaded, specs)
+        study_run.study_audit(loaded, specs, allow_undeclared=False, echo=quiet)
+
+    ab({"lora_adapter": str(adapter)})
+    study({"lora_adapter": str(adapter)})
+    with pytest.raises(UserError, match="identical"):
+        ab({})
+    with pytest.raises(UserError, match="identical"):
+        study({})
