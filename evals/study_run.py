@@ -31,7 +31,7 @@ from evals.plan.config import check_local_models
 from evals.plan.study import Study
 from evals.preflight.cpu_support import check_cpu_support
 from evals.record.platform_record import run_platform
-from evals.preflight.checks import (AuditOutcome, AuditWhileStarting, arm_identity,
+from evals.preflight.checks import (IDENTITY, AuditOutcome, AuditWhileStarting, arm_identity,
                                     resolved_or_recorded,
                                     check_effective_configs, check_fault_support, check_inputs,
                                     doctor_checks, with_resolved_configs)
@@ -60,15 +60,14 @@ def study_specs(study: Study, run_dir: Path) -> dict:
 
 
 def check_study_arms_differ(study: Study, specs: dict) -> None:
-    """Two arms with the same model, engine, environment, mode and faults would measure the
-    same thing twice: named before any engine starts."""
+    """Two arms with the same identity (evals.preflight.checks.arm_identity) would measure
+    the same thing twice: named before any engine starts."""
     seen: dict = {}
     for arm, spec in specs.items():
         identity = arm_identity(spec)
         if identity in seen:
             raise UserError(f"{study.source}: arms `{seen[identity]}` and `{arm}` are identical "
-                            "(same model, adapter, mode, faults, engine and env); a study's "
-                            "arms must differ.")
+                            f"(same {IDENTITY}); a study's arms must differ.")
         seen[identity] = arm
 
 

@@ -114,9 +114,13 @@ def check_fault_support(config: ABConfig) -> None:
         raise UserError(f"{config.source}: faults cannot be injected: {problem}.")
 
 
+IDENTITY = "model, adapter, mode, faults, structured output, engine and env"
+"""What `arm_identity` compares, in words for the messages that name it."""
+
+
 def arm_identity(spec: ArmSpec, effective: dict | None = None) -> tuple:
-    """What makes two arms the same measurement: model, adapter, mode, faults, structured
-    output, engine and environment. With `effective` (the engine config vLLM resolved for
+    """What makes two arms the same measurement (IDENTITY): model, adapter, mode, faults,
+    structured output, engine and environment. With `effective` (the engine config vLLM resolved for
     the arm) that stands for the requested engine arguments: two arms vLLM resolves alike
     measure the same thing, unless something else here differs."""
     engine = spec.engine if effective is None else effective
@@ -129,11 +133,11 @@ def check_arms_differ(config: ABConfig, specs: dict[str, ArmSpec]) -> None:
     same = arm_identity(specs["baseline"]) == arm_identity(specs["candidate"])
     if same and not config.expect_identical_arms:
         raise UserError(f"{config.source}: arms.baseline and arms.candidate are identical (same "
-                        "model, adapter, mode, faults, engine and env); set `expect_identical_arms: "
-                        "true` for an A/A check, or change the candidate.")
+                        f"{IDENTITY}); set `expect_identical_arms: true` for an A/A check, or "
+                        "change the candidate.")
     if not same and config.expect_identical_arms:
         raise UserError(f"{config.source}: `expect_identical_arms: true`, but the arms differ "
-                        "in model, engine or env.")
+                        f"in one of {IDENTITY}.")
 
 
 def check_effective_configs(config: ABConfig, manifests: dict[str, dict],
