@@ -253,7 +253,7 @@ def _dispatch(args: argparse.Namespace) -> int:
                             parallel=args.parallel, arms_per_gpu=args.arms_per_gpu,
                             shard_tasks=args.ray_shard == "task")
         if isinstance(config, Study):
-            from evals.study_run import run_study
+            from evals.study_pipeline import run_study
 
             from evals.report.ci_outputs import publish_study
 

@@ -114,7 +114,7 @@ class _Passing:
 
 
 def test_a_study_stops_arms_vllm_resolves_alike_unless_an_adapter_differs(monkeypatch):
-    from evals import study_run
+    from evals import study_pipeline as study_run
     from evals.errors import UserError
     from evals.plan.study import load_run_config
     from evals.runner.config_resolver import ResolvedArm
@@ -197,7 +197,7 @@ def test_an_adapter_only_difference_is_one_measurement_apart_in_ab_and_in_a_stud
     every arm and of each comparison) accept them alike; without the adapter both stop."""
     import json
 
-    from evals import study_run
+    from evals import study_pipeline
     from evals.errors import UserError
     from evals.plan.config import load_config
     from evals.plan.study import load_run_config
@@ -230,9 +230,9 @@ def test_an_adapter_only_difference_is_one_measurement_apart_in_ab_and_in_a_stud
         loaded = load_run_config(write("study", {
             "baseline": {"engine": engine}, "adapted": {"engine": engine, **adapted},
             "more_seqs": {"engine": {"max_num_seqs": 16}}}))
-        specs = study_run.study_specs(loaded, tmp_path / "study-run")
-        study_run.check_study_arms_differ(loaded, specs)
-        study_run.study_audit(loaded, specs, allow_undeclared=False, echo=quiet)
+        specs = study_pipeline.study_specs(loaded, tmp_path / "study-run")
+        study_pipeline.check_study_arms_differ(loaded, specs)
+        study_pipeline.study_audit(loaded, specs, allow_undeclared=False, echo=quiet)
 
     ab({"lora_adapter": str(adapter)})
     study({"lora_adapter": str(adapter)})

@@ -30,7 +30,7 @@ STAGES = (
     ("verdict", ("evals.decide",)),
     ("record", ("evals.record",)),
     ("report and history", ("evals.report", "evals.store")),
-    ("pipelines", ("evals.comparison", "evals.study_run", "evals.canary", "evals.cli",
+    ("pipelines", ("evals.comparison", "evals.study_pipeline", "evals.canary", "evals.cli",
                    "evals.__main__")),
 )
 SHARED = ("evals", "evals.errors", "evals.paths", "evals.atomic_files", "evals.hardware",
