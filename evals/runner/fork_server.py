@@ -147,7 +147,10 @@ def fork(folder: str | Path, argv: list[str], env: dict[str, str], cwd: str, *,
     finally:
         os.close(write_end)
     if select.select([conn], [], [], IMPORT_TIMEOUT)[0]:  # the first request: after imports
-        message = conn.recv(_MAX_MESSAGE)
+        try:
+            message = conn.recv(_MAX_MESSAGE)
+        except ConnectionResetError:  # it exited before accepting us (a failed import)
+            message = b""
         reply = json.loads(message) if message else {
             "error": f"the fork server exited before forking; see {folder / key}.log"}
     else:
