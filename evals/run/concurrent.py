@@ -59,6 +59,41 @@ def device_plan(specs: dict, parallel: int | None, source: str,
     return plan_device_sets(demands, pool, parallel, arms_per_gpu)
 
 
+class GpuMemoryTurns:
+    """At most one arm per GPU changes that GPU's memory at a time: an engine start or an
+    engine shutdown. vLLM sizes its KV cache from the free memory it measures while it
+    starts: another engine starting on the GPU then counts against it (vLLM #55827), and one
+    shutting down frees memory under it, which vLLM stops on ("Error in memory profiling.
+    Initial free memory 97.02 GiB, current free memory 138.94 GiB": seen on the H200 when an
+    arm ended while the next one profiled, benchmarks/results/gpu-h200/session4)."""
+
+    def __init__(self, echo):
+        self._echo = echo
+        self._changed = threading.Condition()
+        self._held: dict[str, tuple[str, str]] = {}  # device -> (arm, "start" | "shutdown")
+
+    def take(self, arm: str, devices, what: str) -> None:
+        """Blocks until no other arm starts or shuts down an engine on `devices`."""
+        told = False
+        with self._changed:
+            while busy := sorted({self._held[d] for d in devices
+                                  if d in self._held and self._held[d][0] != arm}):
+                if not told:
+                    other, doing = busy[0]
+                    self._echo(f"[evals] {arm}: its engine {what} waits for {other}'s engine "
+                               f"{doing} (arms sharing a GPU change its memory one at a time)")
+                    told = True
+                self._changed.wait()
+            for device in devices:
+                self._held[device] = (arm, what)
+
+    def give(self, arm: str) -> None:
+        with self._changed:
+            for device in [d for d, (holder, _) in self._held.items() if holder == arm]:
+                del self._held[device]
+            self._changed.notify_all()
+
+
 def run_side_by_side(plan: DevicePlan, specs: dict, echo, first_answer=None,
                      after_first=None) -> tuple[dict, dict, dict]:
     """Every arm of `plan`, as many at once as it allows. Returns each finished arm's
@@ -75,6 +110,7 @@ def run_side_by_side(plan: DevicePlan, specs: dict, echo, first_answer=None,
 
     ready: dict[str, threading.Event] = {}  # an arm's engine has started (or it ended)
     placed: dict[str, tuple] = {}  # running arm -> its devices
+    memory = GpuMemoryTurns(echo) if plan.arms_per_gpu > 1 else None
 
     def start(assignment) -> Future:
         arm = assignment.arm
@@ -96,6 +132,8 @@ def run_side_by_side(plan: DevicePlan, specs: dict, echo, first_answer=None,
         def arm_echo(line: str) -> None:
             if MODEL_READY in line:
                 ready[arm].set()
+                if memory is not None:
+                    memory.give(arm)
             echo(line)
 
         def engine_turn() -> None:
@@ -104,14 +142,22 @@ def run_side_by_side(plan: DevicePlan, specs: dict, echo, first_answer=None,
                     echo(f"[evals] {arm}: waits for {other}'s engine to start (arms "
                          "sharing a GPU start their engines one at a time)")
                     ready[other].wait()
+            memory.take(arm, assignment.devices, "start")
+
+        def engine_release() -> None:
+            memory.take(arm, assignment.devices, "shutdown")
 
         def run() -> object:
             try:  # the worker starts at once and imports while the engine before it starts
+                shared = memory is not None
                 return run_arm(specs[arm], echo=arm_echo, answer=answer,
                                devices_env=assignment.env, on_start=register,
-                               engine_turn=engine_turn if before else None)
+                               engine_turn=engine_turn if shared else None,
+                               engine_release=engine_release if shared else None)
             finally:
                 ready[arm].set()
+                if memory is not None:
+                    memory.give(arm)
         return pool.submit(run)
 
     with ThreadPoolExecutor(max_workers=plan.parallel) as pool:

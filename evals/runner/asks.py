@@ -32,6 +32,7 @@ MODEL_READY = "model ready in"  # the worker's `[evals]` line once its engine ha
 ENGINE_TURN = "engine"  # once imported, before it builds its model: may it?
 GO = "go"  # its engine is ready, before its first item: go or stop?
 LOOK = "look"  # after each chunk of a sequential run: stop early?
+RELEASE = "release"  # its items are done, before its engine shuts down: may it now?
 ENDED = "ended"  # not a question: the launcher tells the answerer the worker's output ended
 
 Answerer = Callable[[dict], dict]

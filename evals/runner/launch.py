@@ -26,8 +26,8 @@ from evals.paths import REPO_ROOT
 from evals.faults.catalog import ENV_VAR as FAULTS_ENV
 from evals.faults.catalog import encode_env
 from evals.runner import fork_server
-from evals.runner.asks import (ASK_DIR_ENV, ASK_PREFIX, ENDED, ENGINE_TURN, GO, Answerer,
-                               answer_line)
+from evals.runner.asks import (ASK_DIR_ENV, ASK_PREFIX, ENDED, ENGINE_TURN, GO, RELEASE,
+                               Answerer, answer_line)
 from evals.runner.backends import BACKEND_MODULES
 from evals.runner.layout import ArmLayout
 from evals.runner.parent_death import terminate_with_parent
@@ -116,8 +116,10 @@ class WorkerRun:
 
     def __init__(self, spec: ArmSpec, echo=print, answer: Answerer | None = None, *,
                  devices_env: dict[str, str] | None = None, on_start=None,
-                 turn_now: bool = True, hold_go: bool = False):
+                 turn_now: bool = True, hold_go: bool = False,
+                 engine_release: Callable[[], None] | None = None):
         self.spec, self.echo, self.answer = spec, echo, answer
+        self.engine_release = engine_release
         self.layout = _prepare(spec)
         self.turn = threading.Event()  # set: it may build its engine
         self.go = threading.Event()  # set: its go may be answered
@@ -168,6 +170,10 @@ class WorkerRun:
             self.waiting.set()
             self.turn.wait()
             return {"go": True}
+        if question["kind"] == RELEASE:
+            if self.engine_release is not None:
+                self.engine_release()
+            return None
         if question["kind"] == GO:
             self.go.wait()
         return self.answer(question) if self.answer is not None else None
@@ -220,7 +226,8 @@ class WorkerRun:
 
 def run_arm(spec: ArmSpec, echo=print, answer: Answerer | None = None, *,
             devices_env: dict[str, str] | None = None, on_start=None,
-            engine_turn: Callable[[], None] | None = None) -> ArmLayout:
+            engine_turn: Callable[[], None] | None = None,
+            engine_release: Callable[[], None] | None = None) -> ArmLayout:
     """Runs (or resumes, or reuses) one arm. Raises RunFailed with the log's last lines.
 
     With `answer`, the worker's questions (evals.runner.asks) go to it: `{"kind": "go"}`
@@ -232,11 +239,12 @@ def run_arm(spec: ArmSpec, echo=print, answer: Answerer | None = None, *,
     (CUDA_VISIBLE_DEVICES, or a CPU core block); kept out of the spec, so where an arm ran
     does not change its content key. `on_start(proc)` is called with the worker process (a
     launcher running arms in threads stops it on Ctrl-C). `engine_turn()`, when given, returns
-    once this arm may build its engine: the worker starts at once and imports meanwhile."""
+    once this arm may build its engine: the worker starts at once and imports meanwhile.
+    `engine_release()`, when given, returns once its engine, its items done, may shut down."""
     if arm_is_complete(spec):
         return _reuse(spec, echo)
     worker = WorkerRun(spec, echo, answer, devices_env=devices_env, on_start=on_start,
-                       turn_now=engine_turn is None)
+                       turn_now=engine_turn is None, engine_release=engine_release)
     if engine_turn is not None:
         try:
             engine_turn()

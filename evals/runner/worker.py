@@ -23,7 +23,8 @@ from evals.hardware import probe
 from evals.plan.arm_spec import ArmSpec
 from evals.record.records import SPEED_RECORD
 from evals.runner.backends import import_backend, open_backend
-from evals.runner.asks import ENGINE_TURN, GO, LOOK, MODEL_READY, RESOLVE, RESOLVED, ask
+from evals.runner.asks import (ENGINE_TURN, GO, LOOK, MODEL_READY, RELEASE, RESOLVE, RESOLVED,
+                               ask)
 from evals.runner.launch import BAD_INPUT_PREFIX
 from evals.runner.chunk_merge import merge_chunk_samples
 from evals.runner.config_resolver import engine_arg_names, resolve_report
@@ -260,6 +261,8 @@ def run(spec: ArmSpec) -> int:
         if spec.faults:
             manifest["faults"] = {"requested": list(spec.faults), "fired": layout.fault_tally()}
         layout.write_manifest(manifest)
+        # an arm sharing its GPU shuts its engine down only while no other engine there starts
+        ask({"kind": RELEASE}, timeout=None)
     return 0
 
 

@@ -87,13 +87,16 @@ def test_arms_per_gpu_on_a_cpu_machine_is_bad_input(cpu_machine):
         device_plan({"a": spec("a"), "b": spec("b")}, None, "c.yaml", arms_per_gpu=2)
 
 
-def fake_arms(monkeypatch, start_seconds: float):
+def fake_arms(monkeypatch, start_seconds: float, items_seconds: dict | None = None,
+              shutdown_seconds: float = 0.0):
     """run_arm replaced by a stand-in that logs its worker's start, waits for its engine turn
     (when it has to), logs that, says its model is ready after `start_seconds` (the
-    worker's `[evals]` line) and ends a moment later."""
+    worker's `[evals]` line), runs its items (`items_seconds[arm]`, default 0.05 s), asks
+    to shut its engine down (when it has to), and shuts down in `shutdown_seconds`."""
     log: list[tuple[str, str, float]] = []
 
-    def run_arm(spec, *, echo, answer, devices_env, on_start, engine_turn=None):
+    def run_arm(spec, *, echo, answer, devices_env, on_start, engine_turn=None,
+                engine_release=None):
         log.append((spec.arm, "start", time.monotonic()))
         if engine_turn is not None:
             engine_turn()
@@ -101,7 +104,13 @@ def fake_arms(monkeypatch, start_seconds: float):
         time.sleep(start_seconds)
         log.append((spec.arm, "ready", time.monotonic()))
         echo(f"[evals] {spec.arm}: {MODEL_READY} {start_seconds:.0f} s")
-        time.sleep(0.05)
+        time.sleep((items_seconds or {}).get(spec.arm, 0.05))
+        log.append((spec.arm, "items done", time.monotonic()))
+        if engine_release is not None:
+            engine_release()
+        log.append((spec.arm, "shutdown", time.monotonic()))
+        time.sleep(shutdown_seconds)
+        log.append((spec.arm, "ended", time.monotonic()))
         return spec.arm
 
     monkeypatch.setattr("evals.run.concurrent.run_arm", run_arm)
@@ -121,6 +130,30 @@ def test_arms_sharing_a_gpu_start_their_engines_one_at_a_time(one_gpu_machine, m
     assert when[("b", "turn")] < when[("a", "ready")] + 0.2  # ... and no longer
     assert any("b: waits for a's engine to start" in line for line in lines)
     assert [record["arms"][n]["devices"] for n in "ab"] == [["0"], ["0"]]
+
+
+def test_an_arm_sharing_a_gpu_shuts_down_only_when_no_engine_there_starts(one_gpu_machine,
+                                                                          monkeypatch):
+    """vLLM stops an engine whose GPU memory grows free while it profiles (seen on the
+    H200): `a` finishes its items while `b`'s engine starts, and waits to shut down until
+    `b`'s engine is ready; `c`, placed when `a` ends, starts its engine only after `a`'s
+    shutdown is over."""
+    log = fake_arms(monkeypatch, 0.4, items_seconds={"a": 0.1, "b": 0.6, "c": 0.05},
+                    shutdown_seconds=0.3)
+    specs = {n: spec(n, gpu_memory_utilization=0.3) for n in "abc"}
+    lines: list[str] = []
+    layouts, failed, _ = run_side_by_side(device_plan(specs, 2, "c.yaml", arms_per_gpu=2),
+                                          specs, lines.append)
+    assert layouts == {n: n for n in "abc"} and not failed
+    when = {(arm, what): t for arm, what, t in log}
+    assert when[("a", "items done")] < when[("b", "ready")]  # a was done while b started
+    assert when[("a", "shutdown")] >= when[("b", "ready")]  # ... and shut down after that
+    assert any("a: its engine shutdown waits for b's engine start" in line for line in lines)
+    assert when[("c", "turn")] >= when[("a", "ended")]  # c's engine after a's shutdown
+    # no two engines on the GPU ever start, or start and shut down, at the same time
+    phases = sorted([(when[(n, "turn")], when[(n, "ready")]) for n in "abc"]
+                    + [(when[(n, "shutdown")], when[(n, "ended")]) for n in "abc"])
+    assert all(end <= next_start for (_, end), (next_start, _) in zip(phases, phases[1:]))
 
 
 def test_arms_on_their_own_gpus_start_together(monkeypatch):
