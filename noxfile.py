@@ -216,6 +216,16 @@ def build_model(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON, default=False)
+def build_hybrid(session: nox.Session) -> None:
+    """Retrain models/tiny-hybrid (GDN + attention hybrid with an MTP layer): the engine
+    environment's transformers (PyTorch reference kernels for the GDN layers) on the GPU if
+    there is one, else on the CPU (about 30 minutes on 2 cores); posargs go to
+    scripts/build_hybrid.py (--seed, --steps, --device, --time-budget)."""
+    install_engine(session)
+    session.run("python", "scripts/build_hybrid.py", *session.posargs)
+
+
+@nox.session(python=PYTHON, default=False)
 def model_card(session: nox.Session) -> None:
     """Measure every variant of the embedded model through vLLM and write its README."""
     install_engine(session)

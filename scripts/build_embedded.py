@@ -67,12 +67,8 @@ def build_model(paths: dict[str, Path], seed: int, steps: int) -> dict:
                          batch_size=DEFAULTS["batch_size"], long_every=DEFAULTS["long_every"],
                          lr=DEFAULTS["lr"], stop_at=STOP_AT, validation=validation)
     tk.save_hf(tokenizer, MODEL_DIR, model_max_length=result["config"]["max_position_embeddings"])
-    record = {k: v for k, v in result.items() if k != "config"}
-    record.update(seed=seed, max_steps=steps, steps=result["steps_run"], stop_at=STOP_AT,
-                  **{k: v for k, v in DEFAULTS.items() if k != "steps"})
-    (MODEL_DIR / "training.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n",
-                                             encoding="utf-8")
-    return record
+    return train.write_record(result, MODEL_DIR, seed=seed, max_steps=steps, stop_at=STOP_AT,
+                              **{k: v for k, v in DEFAULTS.items() if k != "steps"})
 
 
 def main() -> int:

@@ -47,6 +47,7 @@ ENGINE_STREAMS = {
     "test_ray_executor.py": 1,
     "test_fault_canaries.py": 2, "test_history.py": 2, "test_ci_examples.py": 2,
     "test_lora.py": 2, "test_engine_exit.py": 2, "test_logprob_shift.py": 2,
+    "test_hybrid_model.py": 2,
 }
 
 

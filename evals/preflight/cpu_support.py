@@ -18,7 +18,13 @@ What each setting needs, and where vLLM decides it:
 - online `quantization: fp8`: no CPU (tried on an AVX-512 BF16 CPU: the engine fails with
   "_C::static_scaled_fp8_quant() expected at most 0 argument(s)"; the op is a stub in
   every build);
-- prefix caching, MTP / speculative decoding, chunked prefill, bf16: any x86-64 with AVX2.
+- prefix caching, MTP / speculative decoding, chunked prefill, bf16: any x86-64 with AVX2;
+- on a hybrid model (Gated DeltaNet / Mamba layers beside attention, e.g. Qwen3-Next),
+  prefix caching and speculative decoding each alone, but not both together: no CPU
+  (v1/worker/mamba_utils.py: with both, every step pre-copies the cached GDN states through
+  `precopy_mamba_align_fused_kernel`, a Triton kernel; the CPU build has no Triton, and
+  the engine stops at its first step with "TypeError: 'function' object is not
+  subscriptable". Tried with models/tiny-hybrid).
 
 `check_cpu_support` turns an arm that asks for what this CPU lacks into one UserError
 (exit 2) naming the arm, the setting, what it needs, what this CPU has and what to do
@@ -81,21 +87,50 @@ ONLINE_FP8 = CpuFeature(
     "run it on a GPU, or compare a quantized checkpoint (e.g. the W8A8 one) instead")
 
 
+HYBRID_PREFIX_SPEC = CpuFeature(
+    "prefix caching together with speculative decoding on a hybrid (GDN / Mamba + "
+    "attention) model", "a GPU: with both, vLLM pre-copies the cached GDN / Mamba states at "
+    "every step in a Triton kernel (precopy_mamba_align_fused_kernel), and its CPU backend "
+    "has no Triton", _never,
+    "run it on a GPU (configs/gpu/study_hybrid_mtp_prefix.yaml is this change on a GPU), "
+    "or compare prefix caching and speculative decoding one at a time on this CPU "
+    "(configs/cpu/hybrid_prefix.yaml, configs/cpu/hybrid_mtp.yaml)")
+# config.json layer kinds of hybrid models (Qwen3-Next / Qwen3.5: linear_attention;
+# Jamba, Bamba, Falcon-H1, Nemotron-H: mamba) and model types that are hybrid throughout
+STATE_SPACE_LAYERS = {"linear_attention", "mamba", "mamba2"}
+HYBRID_MODEL_TYPES = {"qwen3_next", "qwen3_5", "qwen3_5_moe", "jamba", "bamba", "falcon_h1",
+                      "nemotron_h", "granitemoehybrid", "zamba2", "mamba", "mamba2"}
+
+
+def hybrid_model(model: str) -> bool:
+    """A local checkpoint with state-space (GDN / Mamba) layers, from its config.json."""
+    config = _model_config(model)
+    if not config:
+        return False
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    kinds = set(text.get("layer_types") or ()) | set(text.get("layers_block_type") or ())
+    return bool(kinds & STATE_SPACE_LAYERS) or text.get("model_type") in HYBRID_MODEL_TYPES
+
+
 def _quantized_kv(dtype: object) -> bool:
     """vllm.utils.torch_utils.is_quantized_kv_cache, spelled out (no vLLM import)."""
     text = str(dtype or "auto")
     return text.startswith(("fp8", "nvfp4")) or text.endswith("per_token_head")
 
 
+def _model_config(model: str) -> dict | None:
+    """A local checkpoint's config.json; None for a hub id or an unreadable file."""
+    try:
+        config = json.loads((Path(model) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return config if isinstance(config, dict) else None
+
+
 def _quantization_config(model: str) -> dict | None:
     """A local checkpoint's `quantization_config` (config.json); None for a hub id or an
     unquantized model."""
-    path = Path(model) / "config.json"
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    found = config.get("quantization_config") if isinstance(config, dict) else None
+    found = (_model_config(model) or {}).get("quantization_config")
     return found if isinstance(found, dict) else None
 
 
@@ -126,6 +161,10 @@ def arm_features(engine: dict, model: str) -> list[tuple[str, CpuFeature]]:
         found.append(("engine.quantization: fp8", ONLINE_FP8))
     if four_bit_weight_only(_quantization_config(model)):
         found.append((f"model {model} (a 4-bit weight-only checkpoint)", WNA16))
+    if engine.get("enable_prefix_caching") and engine.get("speculative_config") and \
+            hybrid_model(model):
+        found.append((f"engine.enable_prefix_caching and engine.speculative_config with the "
+                      f"hybrid model {model}", HYBRID_PREFIX_SPEC))
     return found
 
 

@@ -192,5 +192,8 @@ class TinyMTPModel(nn.Module):
             embeds[:, 1:], h[:, :-1], cos[: t - 1], sin[: t - 1])
         return logits, self.lm_head(mtp_hidden)
 
+    def hf_config(self) -> dict:
+        return self.cfg.hf_config()
+
     def hf_state_dict(self) -> dict[str, torch.Tensor]:
         return {k: v.detach().contiguous() for k, v in self.state_dict().items()}

@@ -42,10 +42,11 @@ class SequenceSampler:
     that the model handles the long shared-prefix prompts.
     """
 
-    def __init__(self, tokenizer, corpus: Corpus, rng: random.Random):
+    def __init__(self, tokenizer, corpus: Corpus, rng: random.Random, long_length: int = 448):
         self.tok = tokenizer
         self.corpus = corpus
         self.rng = rng
+        self.long_length = long_length
 
     def _pack(self, start: str, length: int, review_share: float) -> tuple[list[int], list[float]]:
         text = start
@@ -74,7 +75,7 @@ class SequenceSampler:
         seqs = []
         for _ in range(size):
             if long:
-                seqs.append(self._pack(self.corpus.prefix, 448, review_share=0.9))
+                seqs.append(self._pack(self.corpus.prefix, self.long_length, review_share=0.9))
             else:
                 seqs.append(self._pack("", 96, review_share=0.25))
         ids = torch.tensor([s[0] for s in seqs])
@@ -89,21 +90,32 @@ def weighted_ce(logits: torch.Tensor, targets: torch.Tensor, weights: torch.Tens
 
 
 @torch.no_grad()
-def greedy_accuracy(model: TinyMTPModel, tok, items: list[tuple[str, str]], max_new: int = 6) -> float:
-    """Exact match of greedy continuations (stopping at a newline), as lm-eval scores them."""
+def greedy_accuracy(model, tok, items: list[tuple[str, str]], max_new: int = 6) -> float:
+    """Exact match of greedy continuations (stopping at a newline), as lm-eval scores them.
+    Prompts of the same token length decode together, unpadded, so batching changes nothing
+    a model sees."""
     model.eval()
     newline_ids = {i for t, i in tok.get_vocab().items() if "Ċ" in t}
-    correct = 0
+    stop = newline_ids | {model.cfg.eos_token_id}
+    device = next(model.parameters()).device
+    by_length: dict[int, list[tuple[list[int], str]]] = {}
     for prompt, answer in items:
         ids = tok.encode(prompt).ids
-        out: list[int] = []
+        by_length.setdefault(len(ids), []).append((ids, answer))
+    correct = 0
+    for group in by_length.values():
+        seqs = torch.tensor([ids for ids, _ in group], device=device)
         for _ in range(max_new):
-            logits, _ = model(torch.tensor([ids + out]), with_mtp=False)
-            nxt = int(logits[0, -1].argmax())
-            if nxt in newline_ids or nxt == model.cfg.eos_token_id:
-                break
-            out.append(nxt)
-        correct += tok.decode(out).strip() == answer.strip()
+            logits, _ = model(seqs, with_mtp=False)
+            seqs = torch.cat([seqs, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+        prompt_length = len(group[0][0])
+        for row, (_, answer) in zip(seqs[:, prompt_length:].tolist(), group):
+            out = []
+            for token in row:
+                if token in stop:
+                    break
+                out.append(token)
+            correct += tok.decode(out).strip() == answer.strip()
     model.train()
     return correct / len(items)
 
@@ -111,17 +123,22 @@ def greedy_accuracy(model: TinyMTPModel, tok, items: list[tuple[str, str]], max_
 def train(tokenizer, corpus: Corpus, eval_sets: dict[str, list[tuple[str, str]]], out_dir: Path,
           *, seed: int, steps: int, batch_size: int, long_every: int, lr: float,
           stop_at: dict[str, float] | None = None,
-          validation: dict[str, list[tuple[str, str]]] | None = None, log=print) -> dict:
+          validation: dict[str, list[tuple[str, str]]] | None = None, log=print,
+          build_model=None, save_model=None, long_length: int = 448, device: str = "cpu",
+          time_budget_s: float | None = None) -> dict:
     """Trains for `steps` steps, or stops early once every validation set's greedy accuracy
     reaches its `stop_at` level (checked every 100 steps). Early stopping keeps the model
-    away from 100% on the easy task, so that optimizations can flip answers both ways."""
+    away from 100% on the easy task, so that optimizations can flip answers both ways.
+
+    `build_model(tokenizer)` and `save_model(model, out_dir)` default to the tiny Qwen2 +
+    MiMo MTP model; any model whose forward returns (logits, MTP logits) and that has
+    `cfg.eos_token_id` and `hf_config()` trains the same way. `time_budget_s`: stop (and
+    save) at the first log step past this many seconds of training."""
     random.seed(seed)
     torch.manual_seed(seed)
     torch.set_num_threads(max(1, torch.get_num_threads()))
-    cfg = TinyConfig(vocab_size=tokenizer.get_vocab_size(),
-                     eos_token_id=tokenizer.token_to_id("<|endoftext|>"))
-    model = TinyMTPModel(cfg)
-    sampler = SequenceSampler(tokenizer, corpus, random.Random(seed))
+    model = (build_model or _tiny_model)(tokenizer).to(device)
+    sampler = SequenceSampler(tokenizer, corpus, random.Random(seed), long_length=long_length)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.98), weight_decay=0.01)
     warmup = max(1, steps // 20)
 
@@ -135,6 +152,7 @@ def train(tokenizer, corpus: Corpus, eval_sets: dict[str, list[tuple[str, str]]]
     for step in range(steps):
         long = long_every > 0 and step % long_every == long_every - 1
         ids, weights = sampler.batch(batch_size // 4 if long else batch_size, long)
+        ids, weights = ids.to(device), weights.to(device)
         logits, mtp_logits = model(ids)
         main_loss = weighted_ce(logits[:, :-1], ids[:, 1:], weights[:, 1:])
         mtp_loss = weighted_ce(mtp_logits[:, :-1], ids[:, 2:], weights[:, 2:])
@@ -158,13 +176,31 @@ def train(tokenizer, corpus: Corpus, eval_sets: dict[str, list[tuple[str, str]]]
                                              for k, v in stop_at.items()):
                 log(json.dumps({"stopped_early_at_step": step}))
                 break
+            if time_budget_s is not None and time.time() - started > time_budget_s:
+                log(json.dumps({"stopped_at_time_budget": step}))
+                break
     accuracy = {name: greedy_accuracy(model, tokenizer, items) for name, items in eval_sets.items()}
     log(json.dumps({"greedy_accuracy_fp32": accuracy}))
-    save(model, out_dir)
-    return {"config": cfg.hf_config(), "history": history, "train_seconds": time.time() - started,
+    (save_model or save)(model.cpu(), out_dir)
+    return {"config": model.hf_config(), "history": history, "train_seconds": time.time() - started,
             "steps_run": step + 1,
             "greedy_accuracy_fp32": accuracy,
             "parameters": sum(p.numel() for p in model.parameters())}
+
+
+def write_record(result: dict, out_dir: Path, *, seed: int, max_steps: int, **settings) -> dict:
+    """training.json: what train() returned (its history, times, accuracy), the seed, the
+    step budget and the run's other settings."""
+    record = {k: v for k, v in result.items() if k != "config"}
+    record.update(seed=seed, max_steps=max_steps, steps=result["steps_run"], **settings)
+    (out_dir / "training.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n",
+                                           encoding="utf-8")
+    return record
+
+
+def _tiny_model(tokenizer) -> TinyMTPModel:
+    return TinyMTPModel(TinyConfig(vocab_size=tokenizer.get_vocab_size(),
+                                   eos_token_id=tokenizer.token_to_id("<|endoftext|>")))
 
 
 def save(model: TinyMTPModel, out_dir: Path) -> None:

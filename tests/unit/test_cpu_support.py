@@ -13,13 +13,15 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from evals.errors import UserError
 from evals.hardware import CPUINFO_ENV, Platform, parse_cpuinfo, probe
 from evals.plan.config import load_config
 from evals.preflight import cpu_support
-from evals.preflight.cpu_support import (FP8_KV, ONLINE_FP8, WNA16, check_cpu_support,
-                                         four_bit_weight_only, unsupported_settings)
+from evals.preflight.cpu_support import (FP8_KV, HYBRID_PREFIX_SPEC, ONLINE_FP8, WNA16,
+                                         check_cpu_support, four_bit_weight_only, hybrid_model,
+                                         unsupported_settings)
 from evals.preflight.doctor import diagnose_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -125,6 +127,8 @@ EXPECTED = {
     "study_mtp_prefix": None,  # a study: its comparisons are checked one by one (below)
     "kv_fp8": {AVX2: [("arms.candidate", FP8_KV)], AVX512: [], AMX: []},
     "w4a16": {AVX2: [("arms.candidate", WNA16)], AVX512: [], AMX: []},
+    "hybrid_prefix": {AVX2: [], AVX512: [], AMX: []},
+    "hybrid_mtp": {AVX2: [], AVX512: [], AMX: []},
 }
 
 
@@ -303,3 +307,61 @@ def test_ab_of_a_gpu_config_on_this_cpu_is_exit_2_in_seconds(tmp_path):
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
     assert done.stderr.count("\n") == 1 and "`hardware: gpu`" in done.stderr
     assert not reports.exists() and "[evals] run" not in done.stdout and seconds < 60
+
+
+def test_hybrid_models_are_told_from_their_config_json(tmp_path):
+    assert hybrid_model(str(REPO / "models" / "tiny-hybrid"))
+    assert not hybrid_model(str(REPO / "models" / "tiny-reviews"))
+    assert not hybrid_model("Qwen/Qwen3-Next-80B-A3B-Instruct")  # a hub id: not read here
+    for config in ({"model_type": "llama", "layer_types": ["full_attention", "mamba"]},
+                   {"model_type": "qwen3_5", "text_config": {"model_type": "qwen3_5_text",
+                                                             "layer_types": ["linear_attention"]}},
+                   {"model_type": "jamba"}):
+        (tmp_path / "config.json").write_text(json.dumps(config), encoding="utf-8")
+        assert hybrid_model(str(tmp_path)), config
+    (tmp_path / "config.json").write_text(json.dumps(
+        {"model_type": "qwen2", "layer_types": ["full_attention", "sliding_attention"]}))
+    assert not hybrid_model(str(tmp_path))
+
+
+def _hybrid_config(tmp_path, candidate_engine: dict, model="tiny-hybrid") -> Path:
+    path = tmp_path / "hybrid.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "hybrid", "model": str(REPO / "models" / model),
+        "tasks": [{"name": "tiny_reviews_multiturn", "metric": "exact_match"}],
+        "intended_change": ["enable_prefix_caching", "speculative_config"],
+        "arms": {"baseline": {"engine": {"enable_prefix_caching": False}},
+                 "candidate": {"engine": candidate_engine}}}, sort_keys=False), encoding="utf-8")
+    return path
+
+
+MTP = {"method": "mtp", "num_speculative_tokens": 2}
+
+
+@pytest.mark.parametrize("cpu", [AVX2, AVX512, AMX], ids=["avx2", "avx512", "amx"])
+def test_prefix_caching_with_mtp_on_a_hybrid_model_is_refused_on_every_cpu(tmp_path, cpu,
+                                                                           cpu_vllm):
+    path = _hybrid_config(tmp_path, {"enable_prefix_caching": True, "speculative_config": MTP})
+    with pytest.raises(UserError) as raised:
+        check_cpu_support(load_config(path), platform_of(cpu))
+    message = str(raised.value)
+    assert "\n" not in message
+    assert "arms.candidate asks for prefix caching together with speculative decoding on a " \
+           "hybrid (GDN / Mamba + attention) model (engine.enable_prefix_caching and " \
+           "engine.speculative_config with the hybrid model " in message
+    assert "configs/gpu/study_hybrid_mtp_prefix.yaml" in message
+    assert "configs/cpu/hybrid_prefix.yaml, configs/cpu/hybrid_mtp.yaml" in message
+
+
+def test_either_alone_on_a_hybrid_model_and_both_on_a_dense_one_run_on_cpu(tmp_path, cpu_vllm):
+    for engine, model in (({"enable_prefix_caching": True}, "tiny-hybrid"),
+                          ({"enable_prefix_caching": False, "speculative_config": MTP},
+                           "tiny-hybrid"),
+                          ({"enable_prefix_caching": True, "speculative_config": MTP},
+                           "tiny-reviews")):
+        config = load_config(_hybrid_config(tmp_path, engine, model))
+        assert unsupported_settings(config, platform_of(AVX2)) == [], (engine, model)
+    both = load_config(_hybrid_config(tmp_path, {"enable_prefix_caching": True,
+                                                 "speculative_config": MTP}))
+    assert [(u.arm, u.feature) for u in unsupported_settings(both, platform_of(AMX))] == [
+        ("arms.candidate", HYBRID_PREFIX_SPEC)]
