@@ -6,6 +6,10 @@
 #   bash benchmarks/gpu_h200/run.sh canary CONFIG
 #   bash benchmarks/gpu_h200/run.sh overhead CONFIG    # benchmarks/bench_overhead.py, all items
 #   bash benchmarks/gpu_h200/run.sh study CONFIG [LIMIT]  # --parallel 1, then 2 arms on one GPU
+#   bash benchmarks/gpu_h200/run.sh hybrid-train [SECONDS]  # scripts/build_hybrid.py on the GPU
+#   bash benchmarks/gpu_h200/run.sh hybrid-study CONFIG     # 2 arms at a time; a rerun resumes
+# A `run` carries at most 64 MiB: the checkout (~17 MB with models/tiny-hybrid) beside one
+# 50 MiB wheel part is over it; make the parts with `offline_wheels.py .gpu --part-mb 40`.
 # State (reports, the run store, logs) stays in /tmp/evals-gpu while the machine is warm;
 # every step packs what it made into $OUT/<step>.tgz and prints the verdict lines.
 set -uo pipefail
@@ -72,6 +76,31 @@ case "$step" in
         --reports "$STATE/reports-$tag" --store "$STATE/store-$tag" > "$STATE/logs/study-$name-$tag.log" 2>&1
       echo "study $name $tag exit $? in $(( $(date +%s) - t0 )) s"
       grep -E "^VERDICT|arms at once|arms finished|model ready" "$STATE/logs/study-$name-$tag.log" | head -12
+    done
+    ;;
+  hybrid-train)
+    t0=$(date +%s)
+    timeout 500 python3 scripts/build_hybrid.py --device cuda --time-budget "${1:-300}" \
+      > "$STATE/logs/build_hybrid.log" 2>&1
+    echo "build_hybrid exit $? in $(( $(date +%s) - t0 )) s"
+    grep -v "falling back" "$STATE/logs/build_hybrid.log" | tail -5
+    rm -rf "$STATE/tiny-hybrid" && cp -r models/tiny-hybrid "$STATE/tiny-hybrid"
+    tar czf "${OUT:-/tmp/out}/tiny-hybrid.tgz" -C "$STATE" tiny-hybrid
+    ;;
+  hybrid-study)
+    # the model trained by hybrid-train on this machine replaces the working tree's copy
+    [ -d "$STATE/tiny-hybrid" ] && rm -rf models/tiny-hybrid && cp -r "$STATE/tiny-hybrid" models/tiny-hybrid
+    name=$(basename "$1" .yaml)
+    t0=$(date +%s)
+    timeout 540 python3 -m evals ab "$1" --parallel 2 --arms-per-gpu 2 \
+      --reports "$STATE/reports-hybrid" --store "$STATE/store-hybrid" >> "$STATE/logs/study-$name.log" 2>&1
+    echo "study $name exit $? in $(( $(date +%s) - t0 )) s"
+    grep -E "^VERDICT|arms at once|arms finished|model ready|reusing" "$STATE/logs/study-$name.log" | tail -14
+    rm -f "$STATE/logs/hybrid-key-lines.log"
+    find "$STATE/reports-hybrid" -name worker.log | sort | while read -r log; do
+      echo "== $log" >> "$STATE/logs/hybrid-key-lines.log"
+      grep -aE "Mamba cache mode|block size|Asynchronous scheduling|prefix cache hit rate|Prefix cache hit|acceptance|Accepted|gdn|GDN|speculative" "$log" \
+        | head -30 >> "$STATE/logs/hybrid-key-lines.log"
     done
     ;;
 esac
