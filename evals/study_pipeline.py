@@ -221,7 +221,11 @@ def _finish_comparison(study, arm, run_dir, specs, layouts, manifests, samples, 
     """Decide, record and report one arm's comparison with the baseline, like an `ab` run."""
     comparison = study.comparisons[arm]
     pair = {"baseline": study.baseline, "candidate": arm}
-    pair_manifests = {role: {**manifests[name], "arm_name": name} for role, name in pair.items()}
+    # output_dir: the store indexes each arm task under the arm's real directory (a study's
+    # arms live under <study>/arms/, not under the comparison), so a later run reuses them
+    pair_manifests = {role: {**manifests[name], "arm_name": name,
+                             "output_dir": specs[name].output_dir}
+                      for role, name in pair.items()}
     evidence = RunEvidence(
         speed=speed_records({r: layouts[n] for r, n in pair.items()},
                             {r: specs[n] for r, n in pair.items()}),

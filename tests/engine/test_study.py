@@ -3,6 +3,8 @@ still get their verdicts, the run exits 4, and a rerun resumes (finished arms ar
 
 from __future__ import annotations
 
+import sqlite3
+
 import yaml
 from engine_helpers import CPU_ENV, ENGINE, LIMIT, MODEL, run_cli
 
@@ -15,7 +17,8 @@ MTP_PREFIX = {**ENGINE, "enable_prefix_caching": True,
 ADDITION = {"name": "tiny_addition", "metric": "exact_match"}
 
 
-def test_a_failed_arm_fails_only_its_comparison_and_a_rerun_resumes(tmp_path, mtp_prefix_run):
+def test_a_failed_arm_fails_only_its_comparison_and_a_rerun_resumes(tmp_path, mtp_prefix_run,
+                                                                      shared_store):
     config = tmp_path / "study.yaml"
     config.write_text(yaml.safe_dump({
         "name": "study-failing-arm", "model": str(MODEL), "tasks": [ADDITION], "limit": LIMIT,
@@ -39,6 +42,13 @@ def test_a_failed_arm_fails_only_its_comparison_and_a_rerun_resumes(tmp_path, mt
     assert verdicts["mtp_prefix"] in ("PASS", "INCONCLUSIVE", "REGRESSION")  # it was judged
     assert list(study["failed"]) == ["starved"] and study["exit_code"] == 4
     assert (study_path.parent / "comparisons" / "mtp_prefix" / "report.html").is_file()
+    # the run store indexes the study's arm tasks under directories that exist (the arms'
+    # own, under <study>/arms/), so a later run or study reuses them
+    with sqlite3.connect(shared_store / "index.sqlite") as conn:
+        paths = {row[0] for row in conn.execute(
+            "SELECT path FROM task_results WHERE run_id LIKE ?", (study["run_id"] + ".%",))}
+    assert paths == {str(study_path.parent / "arms" / "baseline"),
+                     str(study_path.parent / "arms" / "mtp_prefix")}, paths
     again = run_cli("ab", str(config), "--reports", str(reports))
     assert again.returncode == 4, again.stdout[-3000:] + again.stderr[-3000:]
     assert "baseline: reusing finished results" in again.stdout
