@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # The GPU machine's steps (the `device` tool's H200, README "Measured on one H200"), run
 # from the repository root there, each step one `run` call:
-#   bash benchmarks/gpu_h200/run.sh install            # after the wheel parts are in /tmp/g
+#   bash benchmarks/gpu_h200/run.sh install [--quick]  # after the wheel parts are in /tmp/g
 #   bash benchmarks/gpu_h200/run.sh ab CONFIG [CONFIG ...]
 #   bash benchmarks/gpu_h200/run.sh canary CONFIG
 #   bash benchmarks/gpu_h200/run.sh overhead CONFIG    # benchmarks/bench_overhead.py, all items
 #   bash benchmarks/gpu_h200/run.sh study CONFIG [LIMIT]  # --parallel 1, then 2 arms on one GPU
 #   bash benchmarks/gpu_h200/run.sh hybrid-train [SECONDS]  # scripts/build_hybrid.py on the GPU
 #   bash benchmarks/gpu_h200/run.sh hybrid-study CONFIG     # 2 arms at a time; a rerun resumes
+# STEP_TIMEOUT=SECONDS bounds a step's suite command (default 540: one `run` is 600 s, so an
+# install in the same call needs a shorter one); `install --quick` records the versions only.
 # A `run` carries at most 64 MiB: the checkout (~17 MB with models/tiny-hybrid) beside one
 # 50 MiB wheel part is over it; make the parts with `offline_wheels.py .gpu --part-mb 40`.
 # State (reports, the run store, logs) stays in /tmp/evals-gpu while the machine is warm;
@@ -18,6 +20,11 @@ mkdir -p "$STATE/logs" "${OUT:-/tmp/out}"
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 # `pip install --target` puts the scripts (lm_eval, vllm) in /tmp/site/bin, off PATH
 export PATH=/tmp/site/bin:$PATH
+# Triton keeps its autotuning results on disk: the hybrid model's GDN and MoE kernels are
+# autotuned by the first engine start on a fresh machine (about 5 minutes), and every later
+# arm's engine, a new process, reads them back instead of benchmarking every config again
+export TRITON_CACHE_AUTOTUNING=1
+STEP_TIMEOUT=${STEP_TIMEOUT:-540}
 step=$1; shift
 started=$(date +%s)
 case "$step" in
@@ -28,10 +35,12 @@ case "$step" in
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$STATE/logs/nvidia-smi.csv"
     cp /proc/cpuinfo "$STATE/logs/cpuinfo.txt"
     python3 -m pip list 2>/dev/null | grep -iE "^(vllm|torch|lm.eval|transformers|flashinfer|triton) " > "$STATE/logs/versions.txt"
+    if [ "${1:-}" != "--quick" ]; then
     python3 scripts/record_vllm_api.py > "$STATE/logs/vllm_api.json" 2> "$STATE/logs/vllm_api.err"
     python3 -m evals check-engine-args configs/*.yaml configs/gpu/[!b]*.yaml > "$STATE/logs/check_engine_args.log" 2>&1
     echo "check-engine-args exit $?"
     python3 -m evals doctor configs/gpu/mtp_prefix.yaml > "$STATE/logs/doctor.log" 2>&1; echo "doctor exit $?"
+    fi
     cat "$STATE/logs/versions.txt" "$STATE/logs/nvidia-smi.csv"
     ;;
   ab)
@@ -92,7 +101,7 @@ case "$step" in
     [ -d "$STATE/tiny-hybrid" ] && rm -rf models/tiny-hybrid && cp -r "$STATE/tiny-hybrid" models/tiny-hybrid
     name=$(basename "$1" .yaml)
     t0=$(date +%s)
-    timeout 540 python3 -m evals ab "$1" --parallel 2 --arms-per-gpu 2 \
+    timeout "$STEP_TIMEOUT" python3 -m evals ab "$1" --parallel 2 --arms-per-gpu 2 \
       --reports "$STATE/reports-hybrid" --store "$STATE/store-hybrid" >> "$STATE/logs/study-$name.log" 2>&1
     echo "study $name exit $? in $(( $(date +%s) - t0 )) s"
     grep -E "^VERDICT|arms at once|arms finished|model ready|reusing" "$STATE/logs/study-$name.log" | tail -14
