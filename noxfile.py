@@ -159,7 +159,8 @@ def tests(session: nox.Session) -> None:
     # ENGINE_STREAMS); the machine's engine lock (evals.runner.engine_lock) keeps engines
     # one at a time, while one stream's imports, audits and analyses overlap the other's
     # engine. The quick tests fill in around them.
-    args = session.posargs or ["-q", "-rs", "-n", "2", "--dist", "loadscope"]
+    # --durations: every run (CI too) lists its slowest tests, where the suite's time goes
+    args = session.posargs or ["-q", "-rs", "-n", "2", "--dist", "loadscope", "--durations=25"]
     # exit code 5 means no tests were collected (e.g. a -k filter matching nothing)
     session.run("python", "-m", "pytest", *args, success_codes=[0, 5])
 
