@@ -405,7 +405,7 @@ def _published(code, run_dir: Path) -> int:
 def _gate_config(path: Path) -> int:
     """One line for CI systems that read only stdout; the exit code is the run's."""
     from evals.record.records import STUDY
-    from evals.record.run_record import SUMMARY_FILE, read_summary
+    from evals.record.run_record import SUMMARY_FILE, read_run_record
     from evals.paths import STUDY_FILE
     from evals.report.ci_outputs import run_outcome, study_line, verdict_line
 
@@ -423,7 +423,7 @@ def _gate_config(path: Path) -> int:
         what = "not a run directory" if path.exists() else "no such run directory"
         raise UserError(f"{path}: {what}; name reports/<run-id> of a finished run or its "
                         f"{SUMMARY_FILE}.")
-    summary = read_summary(path)
+    summary = read_run_record(path)
     print(verdict_line(summary, path / SUMMARY_FILE))
     return int(run_outcome(summary, path / SUMMARY_FILE)[1])
 

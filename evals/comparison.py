@@ -359,7 +359,7 @@ def finish(*, kind: str, run_dir: Path, tasks: list[TaskSpec], gate: GateConfig,
     for warning in warnings:
         echo(visible(f"warning: {warning}"))
     echo(f"report: {written['html']}")
-    return ExitCode(summary["exit_code"])
+    return ExitCode(summary.exit_code)
 
 
 def pair_and_analyse(run_dir: Path, tasks: list[TaskSpec], gate: GateConfig, seed: int,

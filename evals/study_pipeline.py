@@ -37,7 +37,7 @@ from evals.preflight.checks import (IDENTITY, AuditOutcome, AuditWhileStarting, 
                                     doctor_checks, with_resolved_configs)
 from evals.preflight.audit import audit_resolved
 from evals.record.records import STUDY
-from evals.record.run_record import read_summary
+from evals.record.run_record import read_run_record
 from evals.store import open_store, record_in_store
 from evals.run.arms import arm_specs, manifests_of, fresh_or_reused, speed_records
 from evals.run.ray_executor import submit_arms
@@ -239,17 +239,17 @@ def _finish_comparison(study, arm, run_dir, specs, layouts, manifests, samples, 
            samples={r: samples[n] for r, n in pair.items()}, manifests=pair_manifests,
            echo=echo, evidence=evidence, analysed=analysed, study_adjusted=adjusted)
     record_in_store(store, comp_dir, kind="ab", deployment=f"{study.name}.{arm}", echo=echo)
-    summary = read_summary(comp_dir)
+    summary = read_run_record(comp_dir)
     return {"arm": arm, "run_id": run_id, "dir": f"{COMPARISONS}/{arm}",
-            "verdict": summary["verdict"], "exit_code": summary["exit_code"],
-            "reason": summary["reason"], "tasks": [
-                {k: t.get(k) for k in ("task", "metric", "gated", "verdict", "delta", "ci_low",
+            "verdict": summary.verdict, "exit_code": summary.exit_code,
+            "reason": summary.reason, "tasks": [
+                {k: getattr(t, k) for k in ("task", "metric", "gated", "verdict", "delta", "ci_low",
                                        "ci_high", "regression_pvalue",
                                        "regression_pvalue_adjusted", "correct_to_wrong",
                                        "wrong_to_correct", "n", "mde", "baseline_mean",
                                        "candidate_mean")}
-                for t in summary["tasks"]],
-            "speed": _speed_line(summary.get("speed"))}
+                for t in summary.tasks],
+            "speed": _speed_line(summary.speed)}
 
 
 def _speed_line(speed: dict | None) -> dict | None:
