@@ -13,7 +13,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
-from pydantic import ValidationError
 
 from evals import __version__
 from evals.analyse.analysis import TaskAnalysis
@@ -123,14 +122,7 @@ def migrate_summary(data: dict, where: Path) -> RunRecord:
     if data["verdict"] not in Verdict.__members__:
         raise UserError(f"{where}: verdict {one_line(data['verdict'])!r} is none of "
                         f"{', '.join(Verdict.__members__)}; not a summary written by this suite.")
-    try:
-        return RunRecord.model_validate(data)
-    except ValidationError as exc:
-        problems = "; ".join(one_line(f"`{'.'.join(map(str, e['loc']))}`: {e['msg']}")
-                             for e in exc.errors()[:3])
-        raise UserError(f"{where}: a field has an unexpected shape ({problems}); the file was "
-                        "damaged or written by something else. Rerun the comparison to "
-                        "rewrite it.") from None
+    return RunRecord.from_stored(data, where)
 
 
 def read_run_record(path: Path) -> RunRecord:

@@ -12,18 +12,36 @@ was.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer
 
+from evals.errors import UserError
 from evals.record.records import SUMMARY
+from evals.text_hygiene import one_line
 
 # NaN stays NaN in the dump (a degenerate task's p-value), as json.dumps writes it
 _CONFIG = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
 
 
-class _StoredRecord(BaseModel):
+_Record = TypeVar("_Record", bound="StoredRecord")
+
+
+class StoredRecord(BaseModel):
     """A record that dumps the keys it was given, with `schema_version` always."""
+
+    @classmethod
+    def from_stored(cls: type[_Record], data: dict, where: object) -> _Record:
+        """The record in `data` (already at the current version); a UserError naming `where`
+        and up to three fields when a field has the wrong shape."""
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            problems = "; ".join(one_line(f"`{'.'.join(map(str, e['loc']))}`: {e['msg']}")
+                                 for e in exc.errors()[:3])
+            raise UserError(f"{where}: a field has an unexpected shape ({problems}); the file "
+                            "was damaged or written by something else. Rerun the command "
+                            "that wrote it.") from None
 
     @model_serializer(mode="wrap")
     def _given_keys(self, handler) -> dict[str, Any]:
@@ -42,7 +60,7 @@ class GateRecord(BaseModel):
     correction: str = Field(description="Multiple-testing correction over the gated tasks.")
 
 
-class TaskRecord(_StoredRecord):
+class TaskRecord(StoredRecord):
     """One task's paired analysis (evals.analyse.analysis.TaskAnalysis) and its verdict.
 
     A summary written before a field existed reads it as None (and writes it back without
@@ -109,7 +127,7 @@ class GateStepRecord(BaseModel):
     changed: bool = Field(description="Whether this gate changed the verdict or its reason.")
 
 
-class RunRecord(_StoredRecord):
+class RunRecord(StoredRecord):
     """One comparison's result: summary.json."""
 
     model_config = _CONFIG

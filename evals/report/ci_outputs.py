@@ -31,6 +31,7 @@ from evals.errors import ExitCode, UserError
 from evals.paths import STUDY_FILE, STUDY_MARKDOWN, STUDY_PAGE
 from evals.record.run_record import SUMMARY_FILE, read_run_record
 from evals.record.run_record_model import RunRecord
+from evals.record.study_record import StudyRecord, read_study_record
 from evals.report._markdown import escape_markdown
 from evals.report._outputs import HTML_FILE, JUNIT_FILE, MARKDOWN_FILE
 from evals.text_hygiene import one_line, visible
@@ -185,10 +186,10 @@ def publish_failure(code: ExitCode, message: str, environ: Mapping[str, str] | N
                       {"EVALS_VERDICT": name, "EVALS_EXIT_CODE": int(code)}, echo, warn)
 
 
-def study_line(study: dict) -> str:
+def study_line(study: StudyRecord) -> str:
     """A study's one-line verdict: 'REGRESSION exit=1 <study-id>: <reason>'."""
-    return (f"{one_line(study['verdict'])} exit={int(study['exit_code'])} "
-            f"{one_line(study['run_id'])}: {one_line(study['reason'])}")
+    return (f"{study.verdict} exit={study.exit_code} {one_line(study.run_id)}: "
+            f"{one_line(study.reason)}")
 
 
 def publish_study(study_dir: Path, environ: Mapping[str, str] | None = None, echo=print,
@@ -196,26 +197,24 @@ def publish_study(study_dir: Path, environ: Mapping[str, str] | None = None, ech
     """A study's CI outputs: study.md in the job summary, the study's verdict and each
     comparison's annotations on GitHub; each comparison's junit.xml and the study's verdict
     as the dotenv on GitLab."""
-    from evals.record.records import STUDY
-
     environ = os.environ if environ is None else environ
     github, gitlab, step_summary = _ci_systems(environ)
     if not (github or gitlab or step_summary):
         return
     study_dir = Path(study_dir)
     try:
-        study = STUDY.read(study_dir / STUDY_FILE)
+        study = read_study_record(study_dir / STUDY_FILE)
     except UserError as exc:
         warn(f"warning: no CI outputs: {exc}")
         return
-    comparisons = [study_dir / c["dir"] for c in study["comparisons"] if c.get("dir")]
+    comparisons = [study_dir / c.dir for c in study.comparisons if c.dir]
     if step_summary:
         _append_file(step_summary, study_dir / STUDY_MARKDOWN, warn)
     if github:
-        code = ExitCode(int(study["exit_code"]))
+        code = ExitCode(study.exit_code)
         level = {ExitCode.PASS: "notice", ExitCode.INCONCLUSIVE: "warning"}.get(code, "error")
-        echo(workflow_command(level, f"{study['run_id']}: {study['reason']}",
-                              f"{TITLE}: study {study['verdict']} (exit {int(code)})"))
+        echo(workflow_command(level, f"{study.run_id}: {study.reason}",
+                              f"{TITLE}: study {study.verdict} (exit {int(code)})"))
         for run_dir in comparisons:
             try:
                 lines = annotations(read_run_record(run_dir), run_dir / SUMMARY_FILE)
@@ -228,7 +227,7 @@ def publish_study(study_dir: Path, environ: Mapping[str, str] | None = None, ech
         for run_dir in comparisons:
             echo(f"junit: {_shown_path(run_dir / JUNIT_FILE)}")
         target = Path(environ.get(DOTENV_ENV) or study_dir / DOTENV_FILE)
-        _write_dotenv(target, {"EVALS_VERDICT": study["verdict"],
-                               "EVALS_EXIT_CODE": int(study["exit_code"]),
-                               "EVALS_RUN_ID": study["run_id"],
+        _write_dotenv(target, {"EVALS_VERDICT": study.verdict,
+                               "EVALS_EXIT_CODE": study.exit_code,
+                               "EVALS_RUN_ID": study.run_id,
                                "EVALS_REPORT": _shown_path(study_dir / STUDY_PAGE)}, echo, warn)

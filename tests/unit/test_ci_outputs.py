@@ -307,6 +307,7 @@ def _study(tmp_path: Path) -> Path:
     from synthetic_runs import study_record
 
     from evals.record.records import STUDY
+    from evals.record.study_record import StudyRecord
     from evals.report.study import write_study_page
 
     study_dir = tmp_path / "study"
@@ -315,7 +316,7 @@ def _study(tmp_path: Path) -> Path:
     _run(study_dir / "comparisons", arm["arm"],
          PlantedTask("tiny_addition", 400, 30, 2, verdict="REGRESSION"))
     STUDY.write(study_dir / "study.json", record)
-    write_study_page(STUDY.stamp(record), study_dir / "study.html")
+    write_study_page(StudyRecord.model_validate(STUDY.stamp(record)), study_dir / "study.html")
     return study_dir
 
 
