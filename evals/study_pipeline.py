@@ -37,7 +37,6 @@ from evals.preflight.checks import (IDENTITY, AuditOutcome, AuditWhileStarting, 
                                     doctor_checks, with_resolved_configs)
 from evals.preflight.audit import audit_resolved
 from evals.record.records import STUDY
-from evals.record.run_record import read_run_record
 from evals.record.run_record_model import TaskRecord
 from evals.record.study_record import StudyComparison, StudyGate, StudyRecord
 from evals.store import open_store, record_in_store
@@ -235,13 +234,12 @@ def _finish_comparison(study, arm, run_dir, specs, layouts, manifests, samples, 
     comp_dir = _comparison_dir(run_dir, arm)
     run_id = f"{run_dir.name}.{arm}"
     echo(f"[evals] {arm} vs {study.baseline}:")
-    finish(kind="ab", run_dir=comp_dir, run_id=run_id, tasks=list(comparison.tasks),
-           gate=comparison.gate, seed=comparison.seed,
-           config_dump=json.loads(comparison.model_dump_json()),
-           samples={r: samples[n] for r, n in pair.items()}, manifests=pair_manifests,
-           echo=echo, evidence=evidence, analysed=analysed, study_adjusted=adjusted)
+    summary = finish(kind="ab", run_dir=comp_dir, run_id=run_id, tasks=list(comparison.tasks),
+                     gate=comparison.gate, seed=comparison.seed,
+                     config_dump=json.loads(comparison.model_dump_json()),
+                     samples={r: samples[n] for r, n in pair.items()}, manifests=pair_manifests,
+                     echo=echo, evidence=evidence, analysed=analysed, study_adjusted=adjusted)
     record_in_store(store, comp_dir, kind="ab", deployment=f"{study.name}.{arm}", echo=echo)
-    summary = read_run_record(comp_dir)
     return StudyComparison(
         arm=arm, run_id=run_id, dir=f"{COMPARISONS}/{arm}", verdict=summary.verdict,
         exit_code=summary.exit_code, reason=summary.reason,
