@@ -32,7 +32,8 @@ from evals.analyse.exercise import FP8_KV_CACHE, PREFIX_CACHING, SPEC_DECODE, de
 from evals.faults.catalog import FAULTS
 from evals.hardware import probe
 from evals.preflight.cpu_support import engine_on_cpu
-from evals.record.run_record import read_summary
+from evals.record.run_record import read_run_record
+from evals.record.run_record_model import RunRecord, TaskRecord
 from evals.report.terminal_table import aligned
 
 TARGET_POWER = 0.8
@@ -130,25 +131,26 @@ def faulty_config(config: ABConfig, fault: dict) -> ABConfig:
                                                   candidate=arm)})
 
 
-def _flip_probs(task: dict) -> tuple[float, float]:
-    n = max(int(task["n"]), 1)
-    return task["correct_to_wrong"] / n, task["wrong_to_correct"] / n
+def _flip_probs(task: TaskRecord) -> tuple[float, float]:
+    n = max(int(task.n), 1)
+    return task.correct_to_wrong / n, task.wrong_to_correct / n
 
 
-def _planned(task: dict) -> int:
-    looks = task.get("sequential")
-    return int(looks["n_items"]) if looks else int(task["n"])
+def _planned(task: TaskRecord) -> int:
+    looks = task.sequential
+    return int(looks["n_items"]) if looks else int(task.n)
 
 
-def min_detectable_rate(clean: dict, faulty: dict, rate: float, alpha: float,
+def min_detectable_rate(clean: list[TaskRecord], faulty: list[TaskRecord], rate: float,
+                        alpha: float,
                         power: float = TARGET_POWER) -> float | None:
     """Smallest fault rate in (0, 1] whose expected flips give the exact one-sided McNemar
     gate `power` on at least one gated task, with flip probabilities linear in the rate
-    between the clean run (rate 0) and the faulty run (rate `rate`)."""
-    gated = [t for t in clean["tasks"] if t["gated"]]
+    between the clean run's tasks (rate 0) and the faulty run's (rate `rate`)."""
+    gated = [t for t in clean if t.gated]
     level = alpha / max(len(gated), 1)
-    faulty_tasks = {t["task"]: t for t in faulty["tasks"]}
-    pairs = [(t, faulty_tasks[t["task"]]) for t in gated if t["task"] in faulty_tasks]
+    faulty_tasks = {t.task: t for t in faulty}
+    pairs = [(t, faulty_tasks[t.task]) for t in gated if t.task in faulty_tasks]
 
     def best_power(r: float) -> float:
         best = 0.0
@@ -179,26 +181,27 @@ def min_detectable_rate(clean: dict, faulty: dict, rate: float, alpha: float,
     return high
 
 
-def _result(fault: dict, code: ExitCode, run_dir: Path, clean: dict, alpha: float) -> FaultResult:
-    summary = read_summary(run_dir)
+def _result(fault: dict, code: ExitCode, run_dir: Path, clean: RunRecord,
+            alpha: float) -> FaultResult:
+    summary = read_run_record(run_dir)
     info = FAULTS[fault["name"]]
-    gated = [t for t in summary["tasks"] if t["gated"]]
-    caught = summary["verdict"] == "REGRESSION"
-    requested = summary.get("faults", {}).get("candidate", {})
+    gated = [t for t in summary.tasks if t.gated]
+    caught = summary.verdict == "REGRESSION"
+    requested = (summary.faults or {}).get("candidate", {})
     fired = int(sum(requested.get("fired", {}).values())) if requested else 0
     rate = float(requested.get("requested", [{}])[0].get("rate", info.default_rate)) \
         if requested else float(fault.get("rate", info.default_rate))
     return FaultResult(
         fault=fault["name"], rate=rate, harmful=info.harmful,
         options={k: v for k, v in fault.items() if k not in ("name", "rate")},
-        verdict=summary["verdict"], exit_code=int(code), caught=caught,
+        verdict=summary.verdict, exit_code=int(code), caught=caught,
         # a fault that never fired tested nothing: a failed canary, whatever the verdict
         as_expected=caught == info.harmful and fired > 0,
-        correct_to_wrong=sum(t["correct_to_wrong"] for t in gated),
-        wrong_to_correct=sum(t["wrong_to_correct"] for t in gated),
-        items_used=sum(int(t["n"]) for t in gated), items_planned=sum(_planned(t) for t in gated),
+        correct_to_wrong=sum(t.correct_to_wrong for t in gated),
+        wrong_to_correct=sum(t.wrong_to_correct for t in gated),
+        items_used=sum(int(t.n) for t in gated), items_planned=sum(_planned(t) for t in gated),
         fired=fired,
-        min_detectable_rate=min_detectable_rate(clean, summary, rate, alpha),
+        min_detectable_rate=min_detectable_rate(clean.tasks, summary.tasks, rate, alpha),
         run_id=run_dir.name, models=info.models)
 
 
@@ -217,7 +220,7 @@ def run_canary(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, *,
     echo(f"[evals] canary: clean run of {config.name}, then {len(configs)} fault(s): "
          f"{', '.join(f['name'] for f in wanted)}")
     clean_code, clean_dir = run_ab(config, reports_dir, store_root=store_root, echo=echo)
-    clean = read_summary(clean_dir)
+    clean = read_run_record(clean_dir)
     clean_seconds = time.time() - started
     results = []
     for fault, faulty in configs:
@@ -226,10 +229,10 @@ def run_canary(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, *,
         results.append(_result(fault, code, run_dir, clean, config.gate.alpha))
     data = {
         "config": config.source, "name": config.name,
-        "clean": {"run_id": clean_dir.name, "verdict": clean["verdict"],
+        "clean": {"run_id": clean_dir.name, "verdict": clean.verdict,
                   "exit_code": int(clean_code), "wall_seconds": round(clean_seconds, 1)},
         "faults": [asdict(r) for r in results],
-        "exercise": clean.get("exercise"),
+        "exercise": clean.exercise,
         "runner": runner,
         "wall_seconds": round(time.time() - started, 1),
         "target_power": TARGET_POWER,

@@ -404,16 +404,16 @@ def _published(code, run_dir: Path) -> int:
 
 def _gate_config(path: Path) -> int:
     """One line for CI systems that read only stdout; the exit code is the run's."""
-    from evals.record.records import STUDY
-    from evals.record.run_record import SUMMARY_FILE, read_summary
+    from evals.record.run_record import SUMMARY_FILE, read_run_record
+    from evals.record.study_record import read_study_record
     from evals.paths import STUDY_FILE
     from evals.report.ci_outputs import run_outcome, study_line, verdict_line
 
     study = path if path.name == STUDY_FILE else path / STUDY_FILE
     if study.is_file():  # a study: its own verdict and exit code
-        record = STUDY.read(study)
+        record = read_study_record(study)
         print(study_line(record))
-        return int(record["exit_code"])
+        return record.exit_code
     if path.is_file():
         if path.name != SUMMARY_FILE:
             raise UserError(f"{path}: name a run directory (reports/<run-id>) or its "
@@ -423,7 +423,7 @@ def _gate_config(path: Path) -> int:
         what = "not a run directory" if path.exists() else "no such run directory"
         raise UserError(f"{path}: {what}; name reports/<run-id> of a finished run or its "
                         f"{SUMMARY_FILE}.")
-    summary = read_summary(path)
+    summary = read_run_record(path)
     print(verdict_line(summary, path / SUMMARY_FILE))
     return int(run_outcome(summary, path / SUMMARY_FILE)[1])
 

@@ -41,6 +41,7 @@ from evals.preflight.checks import (AuditWhileStarting, ResolvedInWorkers, check
 from evals.report.terminal_table import render_table
 from evals.record.platform_record import platform_warnings, run_platform
 from evals.record.run_record import build_summary, write_run
+from evals.record.run_record_model import RunRecord
 from evals.runner.layout import ArmLayout
 from evals.pair.samples import ArmSamples, read_output_dir
 from evals.pair.logprobs import TaskLogprobs, read_arm_logprobs
@@ -170,12 +171,12 @@ def run_ab(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, fresh: bool = 
                         {name: manifests[name] for name in ARMS},
                         {t.name: t.gate for t in config.tasks}))
     # pair, analyse, decide, record, report
-    code = finish(kind="ab", run_dir=run_dir, tasks=list(config.tasks), gate=config.gate,
-                  seed=config.seed, config_dump=json.loads(config.model_dump_json()),
-                  samples=_arm_samples(layouts, specs, tasks), manifests=manifests, echo=echo,
-                  evidence=evidence)
+    record = finish(kind="ab", run_dir=run_dir, tasks=list(config.tasks), gate=config.gate,
+                    seed=config.seed, config_dump=json.loads(config.model_dump_json()),
+                    samples=_arm_samples(layouts, specs, tasks), manifests=manifests, echo=echo,
+                    evidence=evidence)
     record_in_store(store, run_dir, kind="ab", deployment=deployment_name(config), echo=echo)
-    return code, run_dir
+    return ExitCode(record.exit_code), run_dir
 
 
 def run_drift(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, echo=print,
@@ -214,11 +215,12 @@ def run_drift(config: ABConfig, reports_dir: Path = DEFAULT_REPORTS, echo=print,
                          lam=config.drift.lam, L=config.drift.L, deployment=deployment,
                          golden_run=golden.run_id, arm=arm))
     # pair, analyse, decide (the drift chart is a gate), record, report
-    code = finish(kind=DRIFT_KIND, run_dir=run_dir, tasks=list(config.tasks), gate=config.gate,
-                  seed=config.seed, config_dump=json.loads(config.model_dump_json()),
-                  samples=samples, manifests=manifests, echo=echo, evidence=evidence)
+    record = finish(kind=DRIFT_KIND, run_dir=run_dir, tasks=list(config.tasks),
+                    gate=config.gate, seed=config.seed,
+                    config_dump=json.loads(config.model_dump_json()), samples=samples,
+                    manifests=manifests, echo=echo, evidence=evidence)
     record_in_store(store, run_dir, kind=DRIFT_KIND, deployment=deployment, echo=echo)
-    return code, run_dir
+    return ExitCode(record.exit_code), run_dir
 
 
 def _default_metric(samples: ArmSamples, task: str) -> str:
@@ -287,12 +289,12 @@ def run_compare(dir_a: Path, dir_b: Path, *, gate: GateConfig, seed: int = 1234,
                    "gate": gate.model_dump(), "tasks": [t.model_dump() for t in tasks]}
     preflight = {"warnings": [f"baseline and candidate are the same directory ({dir_a}): this "
                               "compares a run with itself"]} if same_dir else None
-    code = finish(kind="compare", run_dir=run_dir, tasks=tasks, gate=gate, seed=seed,
-                  config_dump=config_dump, samples={"baseline": a, "candidate": b},
-                  manifests=manifests, echo=echo, evidence=RunEvidence(preflight=preflight))
+    record = finish(kind="compare", run_dir=run_dir, tasks=tasks, gate=gate, seed=seed,
+                    config_dump=config_dump, samples={"baseline": a, "candidate": b},
+                    manifests=manifests, echo=echo, evidence=RunEvidence(preflight=preflight))
     record_in_store(open_store(reports_dir, store_root), run_dir, kind="compare",
                     deployment=deployment or f"{name}-{paths_key}", echo=echo)
-    return code, run_dir
+    return ExitCode(record.exit_code), run_dir
 
 
 @dataclass(frozen=True)
@@ -312,8 +314,9 @@ def finish(*, kind: str, run_dir: Path, tasks: list[TaskSpec], gate: GateConfig,
            config_dump: dict, samples: dict[str, ArmSamples], manifests: dict[str, dict],
            echo=print, evidence: RunEvidence | None = None, analysed: Analysed | None = None,
            study_adjusted: dict[str, float] | None = None, run_id: str | None = None
-           ) -> ExitCode:
-    """Pair, analyse, decide, record and report one run; the exit code of its verdict.
+           ) -> RunRecord:
+    """Pair, analyse, decide, record and report one run; its record (whose `exit_code` is
+    its verdict's).
 
     A study passes each comparison `analysed` already, and its tasks' regression p-values
     adjusted over the whole study (`study_adjusted`, evals.decide.verdict.study_family),
@@ -359,7 +362,7 @@ def finish(*, kind: str, run_dir: Path, tasks: list[TaskSpec], gate: GateConfig,
     for warning in warnings:
         echo(visible(f"warning: {warning}"))
     echo(f"report: {written['html']}")
-    return ExitCode(summary["exit_code"])
+    return summary
 
 
 def pair_and_analyse(run_dir: Path, tasks: list[TaskSpec], gate: GateConfig, seed: int,

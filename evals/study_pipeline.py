@@ -37,7 +37,8 @@ from evals.preflight.checks import (IDENTITY, AuditOutcome, AuditWhileStarting, 
                                     doctor_checks, with_resolved_configs)
 from evals.preflight.audit import audit_resolved
 from evals.record.records import STUDY
-from evals.record.run_record import read_summary
+from evals.record.run_record_model import TaskRecord
+from evals.record.study_record import StudyComparison, StudyGate, StudyRecord
 from evals.store import open_store, record_in_store
 from evals.run.arms import arm_specs, manifests_of, fresh_or_reused, speed_records
 from evals.run.ray_executor import submit_arms
@@ -186,7 +187,7 @@ def run_study(study: Study, reports_dir: Path = DEFAULT_REPORTS, fresh: bool = F
     family = study_family({(arm, a.task): a.regression_pvalue for arm in ran
                            for a in analysed[arm].analyses if a.gated},
                           alpha=settings.gate.alpha, correction=settings.gate.correction)
-    comparisons = {}
+    comparisons: dict[str, StudyComparison] = {}
     for arm in ran:
         comparisons[arm] = _finish_comparison(study, arm, run_dir, specs, layouts, manifests,
                                               samples, analysed[arm], checks[arm], outcome,
@@ -195,21 +196,21 @@ def run_study(study: Study, reports_dir: Path = DEFAULT_REPORTS, fresh: bool = F
     for arm in study.candidates:
         if arm not in comparisons:
             why = failed.get(arm) or failed.get(study.baseline) or "not run"
-            comparisons[arm] = {"arm": arm, "verdict": "FAILED", "exit_code": int(ExitCode.RUN_FAILED),
-                                "reason": f"arm {arm if arm in failed else study.baseline} failed: "
-                                          f"{why.splitlines()[0] if why else ''}"}
+            comparisons[arm] = StudyComparison(
+                arm=arm, verdict="FAILED", exit_code=int(ExitCode.RUN_FAILED),
+                reason=f"arm {arm if arm in failed else study.baseline} failed: "
+                       f"{why.splitlines()[0] if why else ''}")
     interactions = _interactions(study, analysed, comparisons, settings.gate.alpha)
     record = _study_record(study, run_dir, comparisons, interactions, failed, manifests,
-                           time.time() - started)
-    record["devices"] = devices
-    STUDY.write(run_dir / STUDY_FILE, record)
+                           time.time() - started, devices)
+    STUDY.write(run_dir / STUDY_FILE, record.model_dump())
     from evals.report.study import render_study_table, write_study_page  # rendering is last
-    page = write_study_page(STUDY.stamp(record), run_dir / STUDY_PAGE)
-    echo(render_study_table(STUDY.stamp(record)))
+    page = write_study_page(record, run_dir / STUDY_PAGE)
+    echo(render_study_table(record))
     for item in interactions:
         echo(item["sentence"])
     echo(f"study report: {page}")
-    return ExitCode(record["exit_code"]), run_dir
+    return ExitCode(record.exit_code), run_dir
 
 
 def _comparison_dir(run_dir: Path, arm: str) -> Path:
@@ -217,7 +218,7 @@ def _comparison_dir(run_dir: Path, arm: str) -> Path:
 
 
 def _finish_comparison(study, arm, run_dir, specs, layouts, manifests, samples, analysed,
-                       checks, outcome, adjusted, store, echo) -> dict:
+                       checks, outcome, adjusted, store, echo) -> StudyComparison:
     """Decide, record and report one arm's comparison with the baseline, like an `ab` run."""
     comparison = study.comparisons[arm]
     pair = {"baseline": study.baseline, "candidate": arm}
@@ -237,23 +238,24 @@ def _finish_comparison(study, arm, run_dir, specs, layouts, manifests, samples, 
     comp_dir = _comparison_dir(run_dir, arm)
     run_id = f"{run_dir.name}.{arm}"
     echo(f"[evals] {arm} vs {study.baseline}:")
-    finish(kind="ab", run_dir=comp_dir, run_id=run_id, tasks=list(comparison.tasks),
-           gate=comparison.gate, seed=comparison.seed,
-           config_dump=json.loads(comparison.model_dump_json()),
-           samples={r: samples[n] for r, n in pair.items()}, manifests=pair_manifests,
-           echo=echo, evidence=evidence, analysed=analysed, study_adjusted=adjusted)
+    summary = finish(kind="ab", run_dir=comp_dir, run_id=run_id, tasks=list(comparison.tasks),
+                     gate=comparison.gate, seed=comparison.seed,
+                     config_dump=json.loads(comparison.model_dump_json()),
+                     samples={r: samples[n] for r, n in pair.items()}, manifests=pair_manifests,
+                     echo=echo, evidence=evidence, analysed=analysed, study_adjusted=adjusted)
     record_in_store(store, comp_dir, kind="ab", deployment=f"{study.name}.{arm}", echo=echo)
-    summary = read_summary(comp_dir)
-    return {"arm": arm, "run_id": run_id, "dir": f"{COMPARISONS}/{arm}",
-            "verdict": summary["verdict"], "exit_code": summary["exit_code"],
-            "reason": summary["reason"], "tasks": [
-                {k: t.get(k) for k in ("task", "metric", "gated", "verdict", "delta", "ci_low",
-                                       "ci_high", "regression_pvalue",
-                                       "regression_pvalue_adjusted", "correct_to_wrong",
-                                       "wrong_to_correct", "n", "mde", "baseline_mean",
-                                       "candidate_mean")}
-                for t in summary["tasks"]],
-            "speed": _speed_line(summary.get("speed"))}
+    return StudyComparison(
+        arm=arm, run_id=run_id, dir=f"{COMPARISONS}/{arm}", verdict=summary.verdict,
+        exit_code=summary.exit_code, reason=summary.reason,
+        tasks=[TaskRecord(**{k: getattr(t, k) for k in _STUDY_TASK_FIELDS})
+               for t in summary.tasks],
+        speed=_speed_line(summary.speed))
+
+
+# what study.json keeps of each comparison's task results
+_STUDY_TASK_FIELDS = ("task", "metric", "gated", "verdict", "delta", "ci_low", "ci_high",
+                      "regression_pvalue", "regression_pvalue_adjusted", "correct_to_wrong",
+                      "wrong_to_correct", "n", "mde", "baseline_mean", "candidate_mean")
 
 
 def _speed_line(speed: dict | None) -> dict | None:
@@ -262,8 +264,8 @@ def _speed_line(speed: dict | None) -> dict | None:
     return {k: speed.get(k) for k in ("tpot_speedup", "ci_low", "ci_high")}
 
 
-def _interactions(study: Study, analysed: dict[str, Analysed], comparisons: dict,
-                  alpha: float) -> list[dict]:
+def _interactions(study: Study, analysed: dict[str, Analysed],
+                  comparisons: dict[str, StudyComparison], alpha: float) -> list[dict]:
     out = []
     for cell in study.cells():
         roles = {"first_only": cell.first_only, "second_only": cell.second_only,
@@ -273,23 +275,24 @@ def _interactions(study: Study, analysed: dict[str, Analysed], comparisons: dict
         for task in [t.name for t in study.settings.tasks]:
             pairs = {role: next(p for p in analysed[arm].paired if p.task == task)
                      for role, arm in roles.items()}
-            verdicts = {arm: next((t["verdict"] for t in comparisons[arm]["tasks"]
-                                   if t["task"] == task), None) for arm in roles.values()}
+            verdicts = {arm: next((t.verdict for t in comparisons[arm].tasks
+                                   if t.task == task), None) for arm in roles.values()}
             result = task_interaction(cell, pairs, alpha=alpha, verdicts=verdicts)
             out.append(asdict(result))
     return out
 
 
-def _study_record(study: Study, run_dir: Path, comparisons: dict, interactions: list,
-                  failed: dict, manifests: dict, seconds: float) -> dict:
-    verdicts = [c["verdict"] for c in comparisons.values()]
+def _study_record(study: Study, run_dir: Path, comparisons: dict[str, StudyComparison],
+                  interactions: list, failed: dict, manifests: dict, seconds: float,
+                  devices: dict) -> StudyRecord:
+    verdicts = [c.verdict for c in comparisons.values()]
     if any(v == "REGRESSION" for v in verdicts):
         verdict = "REGRESSION"
     elif any(v in ("INCONCLUSIVE", "FAILED") for v in verdicts):
         verdict = "INCONCLUSIVE"
     else:
         verdict = "PASS"
-    regressed = [a for a, c in comparisons.items() if c["verdict"] == "REGRESSION"]
+    regressed = [a for a, c in comparisons.items() if c.verdict == "REGRESSION"]
     if failed:
         code = ExitCode.RUN_FAILED
         reason = f"arm(s) {', '.join(failed)} failed; rerun the same command to resume"
@@ -298,23 +301,21 @@ def _study_record(study: Study, run_dir: Path, comparisons: dict, interactions: 
         reason = (f"regression in {', '.join(regressed)}" if regressed else
                   "every arm is non-inferior on every gated task" if verdict == "PASS" else
                   "cannot show non-inferiority for " + ", ".join(
-                      a for a, c in comparisons.items() if c["verdict"] == "INCONCLUSIVE"))
+                      a for a, c in comparisons.items() if c.verdict == "INCONCLUSIVE"))
     settings = study.settings
-    return {
-        "kind": "study", "run_id": run_dir.name, "name": study.name, "config": study.source,
-        "baseline": study.baseline, "arms": list(study.arms),
-        "factors": {f: list(levels) for f, levels in study.factors.items()},
-        "levels": study.levels,
-        "tasks": [t.name for t in settings.tasks],
-        "gate": {"alpha": settings.gate.alpha, "margin": settings.gate.margin,
-                 "correction": settings.gate.correction,
-                 "family": "Holm over every gated (arm, task) comparison with the baseline"},
-        "verdict": verdict, "exit_code": int(code), "reason": reason,
-        "comparisons": [comparisons[a] for a in study.candidates],
-        "interactions": interactions, "failed": failed,
-        "engines": {a: m.get("effective_engine_config") for a, m in manifests.items()},
-        "versions": next((m.get("versions") for m in manifests.values() if m.get("versions")),
-                         None),
-        "platform": run_platform("study", manifests),
-        "wall_seconds": round(seconds, 1),
-    }
+    return StudyRecord(
+        kind="study", run_id=run_dir.name, name=study.name, config=study.source,
+        baseline=study.baseline, arms=list(study.arms),
+        factors={f: list(levels) for f, levels in study.factors.items()},
+        levels=study.levels, tasks=[t.name for t in settings.tasks],
+        gate=StudyGate(alpha=settings.gate.alpha, margin=settings.gate.margin,
+                       correction=settings.gate.correction,
+                       family="Holm over every gated (arm, task) comparison with the baseline"),
+        verdict=verdict, exit_code=int(code), reason=reason,
+        comparisons=[comparisons[a] for a in study.candidates],
+        interactions=interactions, failed=failed,
+        engines={a: m.get("effective_engine_config") for a, m in manifests.items()},
+        versions=next((m.get("versions") for m in manifests.values() if m.get("versions")),
+                      None),
+        platform=run_platform("study", manifests), wall_seconds=round(seconds, 1),
+        devices=devices)

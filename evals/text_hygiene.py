@@ -25,3 +25,8 @@ def visible(value) -> str:
     """`value` as text with every control character shown as an escape."""
     text = value if isinstance(value, str) else str(value)
     return _CONTROLS.sub(_escape, text)
+
+
+def one_line(value) -> str:
+    """Text on one line with control characters shown as escapes."""
+    return visible(" ".join(str(value).split()))

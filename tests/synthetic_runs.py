@@ -19,6 +19,7 @@ import numpy as np
 
 from evals.pair.pairing import PairedTask
 from evals.record.run_record import read_summary, write_run
+from evals.record.run_record_model import RunRecord
 from evals.pair.samples import SampleRecord
 from evals.stats import tango_score_interval
 
@@ -103,7 +104,7 @@ def write_synthetic_run(run_dir: Path, *, run_id: str, created: str, tasks: list
     for arm, info in summary["arms"].items():
         info["tasks"] = {t.name: {"task": t.name, "key": hashlib.sha256(
             f"{run_id}|{arm}|{t.name}".encode()).hexdigest()[:20]} for t in tasks}
-    write_run(Path(run_dir), summary, paired)
+    write_run(Path(run_dir), RunRecord.model_validate(summary), paired)
     return Path(run_dir)
 
 

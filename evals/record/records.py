@@ -114,13 +114,24 @@ def _spec_v2_to_v3(data: dict) -> dict:
     return {**data, "platform": data.get("platform", {})}
 
 
+def _summary_v1_to_v2(data: dict) -> dict:
+    """v2 is the typed RunRecord (evals.record.run_record_model), where every task says
+    whether it is gated; a v1 reader took a task that did not say as gated."""
+    tasks = data.get("tasks")
+    if isinstance(tasks, list):
+        tasks = [{**t, "gated": t.get("gated", True)} if isinstance(t, dict) else t
+                 for t in tasks]
+        data = {**data, "tasks": tasks}
+    return data
+
+
 def _tally_v0_to_v1(data: dict) -> dict:
     """v0 was the bare {fault: count} map."""
     return {"fired": {k: v for k, v in data.items() if k != KEY}}
 
 
 # kinds with their own readers (they call `load`): every one of these always had a version
-SUMMARY = RecordKind("summary", 1)
+SUMMARY = RecordKind("summary", 2, {1: _summary_v1_to_v2})
 PAIRED_ITEMS = RecordKind("paired-items file", 1, {0: _stamp_only})  # its header line
 STORE_MANIFEST = RecordKind("run-store manifest", 1)
 CANARY = RecordKind("canary record", 1)

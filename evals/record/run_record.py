@@ -19,7 +19,9 @@ from evals.analyse.analysis import TaskAnalysis
 from evals.errors import UserError
 from evals.pair.pairing import PairedTask
 from evals.record.records import PAIRED_ITEMS, SUMMARY
-from evals.decide.verdict import RunVerdict
+from evals.record.run_record_model import GateRecord, GateStepRecord, RunRecord, TaskRecord
+from evals.decide.verdict import RunVerdict, Verdict
+from evals.text_hygiene import one_line
 
 SUMMARY_SCHEMA_VERSION = SUMMARY.version
 SUMMARY_FILE = "summary.json"
@@ -51,45 +53,30 @@ def build_summary(*, kind: str, run_id: str, config: dict, analyses: list[TaskAn
                   warnings: list[str], speed=None, cache_stress=(),
                   platform: dict | None = None, drift: dict | None = None, gates=None,
                   exercise: dict | None = None, faults: dict | None = None,
-                  preflight: dict | None = None, shift: dict | None = None) -> dict:
-    """The run's summary.json record. The optional parts are left out when absent: `drift`
+                  preflight: dict | None = None, shift: dict | None = None) -> RunRecord:
+    """The run's record (summary.json). The optional parts are left out when absent: `drift`
     (a drift run's chart), `exercise`, `faults` (canary faults per arm), `preflight` (the
     doctor and the audit); `gates` lists the gate steps (evals.decide.gates.GateStep)."""
-    by_task = {t.task: t for t in verdict.tasks}
-    tasks = []
-    for a in analyses:
-        entry = _plain(a)
-        entry["verdict"] = by_task[a.task].verdict.value
-        entry["regression_pvalue_adjusted"] = by_task[a.task].regression_pvalue_adjusted
-        entry["reason"] = by_task[a.task].reason
-        tasks.append(entry)
-    summary = {
-        "schema_version": SUMMARY_SCHEMA_VERSION,
-        "kind": kind,
-        "run_id": run_id,
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "suite_version": __version__,
-        "platform": platform,
-        "verdict": verdict.verdict.value,
-        "exit_code": int(verdict.exit_code),
-        "reason": verdict.reason,
-        "gate": {"alpha": verdict.alpha, "margin": verdict.margin,
-                 "correction": verdict.correction},
-        "tasks": tasks,
-        "arms": arms,
-        "sources": sources,
-        "config": config,
-        "warnings": warnings,
-        "speed": _plain(speed),
-        "cache_stress": [dict(_plain(c), disagreement=c.disagreement) for c in cache_stress],
-        "pooled": _plain(verdict.pooled),
-    }
-    optional = {"drift": drift,
+    optional = {"drift": drift, "exercise": exercise, "faults": faults or None,
+                "preflight": preflight, "shift": shift,
                 "gates": None if gates is None else [
-                    {"gate": g.gate, "verdict": g.verdict, "changed": g.changed} for g in gates],
-                "exercise": exercise, "faults": faults or None, "preflight": preflight,
-                "shift": shift}
-    return {**summary, **{k: v for k, v in optional.items() if v is not None}}
+                    GateStepRecord(gate=g.gate, verdict=g.verdict, changed=g.changed)
+                    for g in gates]}
+    by_task = {t.task: t for t in verdict.tasks}
+    tasks = [TaskRecord(**_plain(a), verdict=by_task[a.task].verdict.value,
+                        regression_pvalue_adjusted=by_task[a.task].regression_pvalue_adjusted,
+                        reason=by_task[a.task].reason) for a in analyses]
+    return RunRecord(
+        kind=kind, run_id=run_id,
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        suite_version=__version__, platform=platform, verdict=verdict.verdict.value,
+        exit_code=int(verdict.exit_code), reason=verdict.reason,
+        gate=GateRecord(alpha=verdict.alpha, margin=verdict.margin,
+                        correction=verdict.correction),
+        tasks=tasks, arms=arms, sources=sources, config=config, warnings=warnings,
+        speed=_plain(speed),
+        cache_stress=[dict(_plain(c), disagreement=c.disagreement) for c in cache_stress],
+        pooled=_plain(verdict.pooled), **{k: v for k, v in optional.items() if v is not None})
 
 
 def write_paired_items(path: Path, paired: list[PairedTask]) -> None:
@@ -108,10 +95,11 @@ def write_paired_items(path: Path, paired: list[PairedTask]) -> None:
     tmp.replace(path)
 
 
-def write_run(run_dir: Path, summary: dict, paired: list[PairedTask]) -> None:
+def write_run(run_dir: Path, record: RunRecord, paired: list[PairedTask]) -> None:
+    """The one writer of a run directory's records: summary.json and paired_items.jsonl."""
     run_dir.mkdir(parents=True, exist_ok=True)
     write_paired_items(run_dir / ITEMS_FILE, paired)
-    SUMMARY.write(run_dir / SUMMARY_FILE, summary)
+    SUMMARY.write(run_dir / SUMMARY_FILE, record.model_dump())
 
 
 _REQUIRED = {"kind": str, "run_id": str, "verdict": str, "exit_code": int, "reason": str,
@@ -119,7 +107,9 @@ _REQUIRED = {"kind": str, "run_id": str, "verdict": str, "exit_code": int, "reas
 _TASK_REQUIRED = {"task": str, "verdict": str}
 
 
-def migrate_summary(data: dict, where: Path) -> dict:
+def migrate_summary(data: dict, where: Path) -> RunRecord:
+    """The record in a summary.json's parsed `data`, migrated from an older version; a
+    UserError naming `where` when it is newer than this suite or not a run's summary."""
     data = SUMMARY.load(data, str(where))
     for key, kind in _REQUIRED.items():
         if not isinstance(data.get(key), kind) or isinstance(data.get(key), bool):
@@ -129,18 +119,31 @@ def migrate_summary(data: dict, where: Path) -> dict:
         if not isinstance(task, dict) or any(not isinstance(task.get(k), t)
                                              for k, t in _TASK_REQUIRED.items()):
             raise UserError(f"{where}: tasks[{index}] lacks `task` or `verdict`.")
-    return data
+    if data["verdict"] not in Verdict.__members__:
+        raise UserError(f"{where}: verdict {one_line(data['verdict'])!r} is none of "
+                        f"{', '.join(Verdict.__members__)}; not a summary written by this suite.")
+    return RunRecord.from_stored(data, where)
 
 
-def read_summary(run_dir: Path) -> dict:
-    path = Path(run_dir) / SUMMARY_FILE
+def read_run_record(path: Path) -> RunRecord:
+    """The one reader of summary.json: `path` is a run directory or its summary.json."""
+    path = Path(path)
+    if path.name != SUMMARY_FILE:
+        path = path / SUMMARY_FILE
     if not path.exists():
-        raise UserError(f"{run_dir}: no {SUMMARY_FILE}; is this a run directory under reports/?")
+        raise UserError(f"{path.parent}: no {SUMMARY_FILE}; is this a run directory under "
+                        "reports/?")
     try:
         data = json.loads(path.read_bytes().decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
         raise UserError(f"{path}: not valid JSON (truncated or corrupted).") from None
     return migrate_summary(data, path)
+
+
+def read_summary(run_dir: Path) -> dict:
+    """summary.json's layout as a plain dict (read through `read_run_record`), for tools and
+    tests that look at the file itself rather than the model."""
+    return read_run_record(run_dir).model_dump()
 
 
 def read_paired_items(run_dir: Path) -> list[dict]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from evals.record.run_record_model import RunRecord
 from evals.report import _formatting as fmt
 from evals.paths import ARMS
 
@@ -109,8 +110,8 @@ def _platform(manifest: dict) -> dict | None:
             "vLLM CPU kernels": record.get("vllm_cpu_kernels")}
 
 
-def arms_section(summary: dict) -> ArmsSection:
-    arms = summary.get("arms") or {}
+def arms_section(summary: RunRecord) -> ArmsSection:
+    arms = summary.arms
     base, cand = (arms.get(a) if isinstance(arms.get(a), dict) else {} for a in ARMS)
     specs = [
         ("identity", "Model and source", _identity(base), _identity(cand), False),
@@ -128,5 +129,5 @@ def arms_section(summary: dict) -> ArmsSection:
          True),
     ]
     tables = tuple(t for t in (pair_table(*spec) for spec in specs) if t.rows)
-    return ArmsSection(kind=str(summary.get("kind", "")), tables=tables,
+    return ArmsSection(kind=summary.kind, tables=tables,
                        timings=_timings(base, cand))

@@ -1,10 +1,11 @@
 """The Exercise section: did each optimization the candidate declares actually engage?
-Built from `summary["exercise"]` (evals.analyse.exercise); runs without it show nothing."""
+Built from the run record's `exercise` (evals.analyse.exercise); runs without it show nothing."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from evals.record.run_record_model import RunRecord
 from evals.report import _formatting as fmt
 
 
@@ -43,8 +44,8 @@ def _count(x) -> str:
     return f"{float(x):,.0f}" if fmt.finite(x) else fmt.MISSING
 
 
-def exercise_section(summary: dict) -> ExerciseSection | None:
-    data = summary.get("exercise")
+def exercise_section(summary: RunRecord) -> ExerciseSection | None:
+    data = summary.exercise
     if not data:
         return None
     rows = tuple(ExerciseRow(
@@ -55,7 +56,7 @@ def exercise_section(summary: dict) -> ExerciseSection | None:
         preemptions=_count(r.get("preemptions"))) for r in data.get("tasks", []))
     faults = tuple(FaultRow(arm=str(arm), fault=str(f.get("name")), rate=str(f.get("rate")),
                             fired=_count(record.get("fired", {}).get(f.get("name"), 0)))
-                   for arm, record in (summary.get("faults") or {}).items()
+                   for arm, record in (summary.faults or {}).items()
                    for f in record.get("requested", []))
     kv = ", ".join(f"{arm}: {dtype}" for arm, dtype in (data.get("kv_cache_dtype") or {}).items())
     missing = data.get("not_exercised") or []

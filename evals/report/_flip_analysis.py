@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from evals.record.run_record_model import RunRecord, TaskRecord
 from evals.report import _formatting as fmt
 
 
@@ -87,9 +88,8 @@ class TaskFlips:
     lengths: LengthShift | None
 
 
-def _two_by_two(t: dict) -> TwoByTwo | None:
-    n, c2w, w2c, base = t.get("n"), t.get("correct_to_wrong"), t.get("wrong_to_correct"), \
-        t.get("baseline_mean")
+def _two_by_two(t: TaskRecord) -> TwoByTwo | None:
+    n, c2w, w2c, base = t.n, t.correct_to_wrong, t.wrong_to_correct, t.baseline_mean
     if not all(fmt.finite(v) for v in (n, c2w, w2c, base)):
         return None
     baseline_correct = round(base * n)
@@ -156,20 +156,20 @@ def _length_shift(lengths: dict) -> LengthShift:
         note=lengths.get("note"))
 
 
-def task_flips(summary: dict) -> tuple[TaskFlips, ...]:
+def task_flips(summary: RunRecord) -> tuple[TaskFlips, ...]:
     out = []
-    for t in summary.get("tasks", []):
-        binary = bool(t.get("binary", False))
-        n, c2w, w2c = t.get("n"), t.get("correct_to_wrong"), t.get("wrong_to_correct")
+    for t in summary.tasks:
+        binary = bool(t.binary)
+        n, c2w, w2c = t.n, t.correct_to_wrong, t.wrong_to_correct
         unchanged = n - c2w - w2c if all(fmt.finite(v) for v in (n, c2w, w2c)) else None
-        labels, lengths = t.get("labels"), t.get("lengths")
+        labels, lengths = t.labels, t.lengths
         out.append(TaskFlips(
-            task=str(t["task"]), binary=binary, n=fmt.count(n),
+            task=t.task, binary=binary, n=fmt.count(n),
             table=_two_by_two(t) if binary else None,
             lower=fmt.count(c2w), higher=fmt.count(w2c), unchanged=fmt.count(unchanged),
-            flip_rate=fmt.share(t.get("flip_rate")),
-            regression_test=f"{t.get('regression_test', '')}: adjusted p = "
-                            f"{fmt.pvalue(t.get('regression_pvalue_adjusted'))}",
-            labels=_label_shift(labels) if isinstance(labels, dict) else None,
-            lengths=_length_shift(lengths) if isinstance(lengths, dict) else None))
+            flip_rate=fmt.share(t.flip_rate),
+            regression_test=f"{t.regression_test or ''}: adjusted p = "
+                            f"{fmt.pvalue(t.regression_pvalue_adjusted)}",
+            labels=_label_shift(labels) if labels else None,
+            lengths=_length_shift(lengths) if lengths else None))
     return tuple(out)

@@ -17,6 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from itertools import chain, zip_longest
 
+from evals.record.run_record_model import RunRecord
 from evals.report._text_diff import Segment, diff_segments
 
 PROMPT_TAIL_CHARS = 3000
@@ -148,10 +149,10 @@ def _round_robin(groups: list[list]) -> list:
     return [x for batch in zip_longest(*groups) for x in batch if x is not None]
 
 
-def flipped_items(summary: dict, rows: list[dict], max_items: int,
+def flipped_items(summary: RunRecord, rows: list[dict], max_items: int,
                   items_file_found: bool = True) -> FlippedItems:
-    tasks = [str(t["task"]) for t in summary.get("tasks", [])]
-    binary = {str(t["task"]): bool(t.get("binary", True)) for t in summary.get("tasks", [])}
+    tasks = [t.task for t in summary.tasks]
+    binary = {t.task: t.binary is not False for t in summary.tasks}  # unknown: shown as 0/1
     by_task: dict[str, dict[str, list[dict]]] = defaultdict(lambda: {WORSE: [], BETTER: []})
     for row in rows:
         b, c = row.get("baseline"), row.get("candidate")

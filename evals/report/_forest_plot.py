@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from evals.record.run_record_model import RunRecord
 from evals.report import _formatting as fmt
 from evals.report._summary_rows import verdict_class
 from evals.report._svg_axis import Axis
@@ -60,12 +61,12 @@ class ForestPlot:
     ticks: tuple[Tick, ...]
 
 
-def forest_plot(summary: dict) -> ForestPlot:
-    tasks = summary.get("tasks", [])
-    margin_pts = float((summary.get("gate") or {}).get("margin", 0.0)) * 100
+def forest_plot(summary: RunRecord) -> ForestPlot:
+    tasks = summary.tasks
+    margin_pts = summary.gate.margin * 100
     values = [-margin_pts, 0.0]
     for t in tasks:
-        values += [t.get(k) * 100 for k in ("delta", "ci_low", "ci_high") if fmt.finite(t.get(k))]
+        values += [v * 100 for v in (t.delta, t.ci_low, t.ci_high) if fmt.finite(v)]
     left, right = float(LABEL_WIDTH), float(WIDTH - VALUE_WIDTH)
     axis = Axis.fit(values, start=left, end=right, pad_share=0.08, min_pad=0.5)
     x = axis.position
@@ -77,12 +78,11 @@ def forest_plot(summary: dict) -> ForestPlot:
     for i, t in enumerate(tasks):
         y = TOP + ROW_HEIGHT * (i + 0.5)
         rows.append(ForestRow(
-            label=str(t["task"]), gated=bool(t.get("gated", True)),
-            y=y, text_y=y + 4, cap_top=y - 5, cap_bottom=y + 5, x_point=x_of(t.get("delta")),
-            x_low=x_of(t.get("ci_low")), x_high=x_of(t.get("ci_high")),
-            value=f"{fmt.points(t.get('delta'))} "
-                  f"{fmt.points_interval(t.get('ci_low'), t.get('ci_high'))}",
-            verdict_class=verdict_class(str(t.get("verdict", "")))))
+            label=t.task, gated=t.gated,
+            y=y, text_y=y + 4, cap_top=y - 5, cap_bottom=y + 5, x_point=x_of(t.delta),
+            x_low=x_of(t.ci_low), x_high=x_of(t.ci_high),
+            value=f"{fmt.points(t.delta)} {fmt.points_interval(t.ci_low, t.ci_high)}",
+            verdict_class=verdict_class(t.verdict)))
     bottom = TOP + ROW_HEIGHT * max(len(tasks), 1)
     ticks = tuple(Tick(position, label) for position, label in axis.ticks())
     return ForestPlot(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+from evals.record.run_record_model import RunRecord, TaskRecord
 from evals.report import _formatting as fmt
 from evals.report._summary_rows import platform_line
 from evals.text_hygiene import visible
@@ -19,31 +20,30 @@ from evals.text_hygiene import visible
 SUITE_NAME = "vllm-regression-evals"
 
 
-def _task_seconds(summary: dict, task: str) -> float:
+def _task_seconds(summary: RunRecord, task: str) -> float:
     total = 0.0
-    for arm in (summary.get("arms") or {}).values():
+    for arm in summary.arms.values():
         record = ((arm or {}).get("tasks") or {}).get(task) if isinstance(arm, dict) else None
         if isinstance(record, dict) and fmt.finite(record.get("wall_seconds")):
             total += float(record["wall_seconds"])
     return total
 
 
-def _details(t: dict) -> str:
-    return (f"{t.get('metric', '')}: baseline {fmt.mean(t.get('baseline_mean'))}, candidate "
-            f"{fmt.mean(t.get('candidate_mean'))}, delta {fmt.points(t.get('delta'))} pts "
-            f"{fmt.points_interval(t.get('ci_low'), t.get('ci_high'))}; "
-            f"{fmt.count(t.get('correct_to_wrong'))} correct->wrong, "
-            f"{fmt.count(t.get('wrong_to_correct'))} wrong->correct of {fmt.count(t.get('n'))}; "
-            f"adjusted p {fmt.pvalue(t.get('regression_pvalue_adjusted'))}\n"
-            f"{t.get('reason', '')}")
+def _details(t: TaskRecord) -> str:
+    return (f"{t.metric or ''}: baseline {fmt.mean(t.baseline_mean)}, candidate "
+            f"{fmt.mean(t.candidate_mean)}, delta {fmt.points(t.delta)} pts "
+            f"{fmt.points_interval(t.ci_low, t.ci_high)}; "
+            f"{fmt.count(t.correct_to_wrong)} correct->wrong, "
+            f"{fmt.count(t.wrong_to_correct)} wrong->correct of {fmt.count(t.n)}; "
+            f"adjusted p {fmt.pvalue(t.regression_pvalue_adjusted)}\n"
+            f"{t.reason or ''}")
 
 
-def render_junit(summary: dict) -> str:
-    gate = summary.get("gate") or {}
-    run_id = str(summary.get("run_id", ""))
+def render_junit(summary: RunRecord) -> str:
+    gate, run_id = summary.gate, summary.run_id
     cases, failures, skipped, seconds = [], 0, 0, 0.0
-    for t in summary.get("tasks", []):
-        task, verdict, gated = str(t["task"]), str(t.get("verdict", "")), t.get("gated", True)
+    for t in summary.tasks:
+        task, verdict, gated = t.task, t.verdict, t.gated
         took = _task_seconds(summary, task)
         seconds += took
         case = ET.Element("testcase", {"classname": f"{SUITE_NAME}.{run_id}",
@@ -57,24 +57,24 @@ def render_junit(summary: dict) -> str:
         elif verdict == "REGRESSION":
             failures += 1
             ET.SubElement(case, "failure", {"type": "REGRESSION",
-                                            "message": str(t.get("reason", ""))}).text = _details(t)
+                                            "message": t.reason or ""}).text = _details(t)
         else:
             skipped += 1
             ET.SubElement(case, "skipped", {"type": verdict or "INCONCLUSIVE",
-                                            "message": f"{verdict}: {t.get('reason', '')}"})
+                                            "message": f"{verdict}: {t.reason or ''}"})
             ET.SubElement(case, "system-out").text = _details(t)
         cases.append(case)
     counts = {"tests": str(len(cases)), "failures": str(failures), "errors": "0"}
     root = ET.Element("testsuites", {"name": SUITE_NAME, **counts, "time": f"{seconds:.3f}"})
     suite = ET.SubElement(root, "testsuite", {
         "name": f"{SUITE_NAME}.{run_id}", **counts, "skipped": str(skipped),
-        "time": f"{seconds:.3f}", "timestamp": str(summary.get("created", ""))})
+        "time": f"{seconds:.3f}", "timestamp": summary.created})
     properties = ET.SubElement(suite, "properties")
-    for name, value in (("verdict", summary.get("verdict")), ("reason", summary.get("reason")),
-                        ("exit_code", summary.get("exit_code")), ("kind", summary.get("kind")),
-                        ("alpha", gate.get("alpha")), ("margin", gate.get("margin")),
-                        ("correction", gate.get("correction")),
-                        ("suite_version", summary.get("suite_version")),
+    for name, value in (("verdict", summary.verdict), ("reason", summary.reason),
+                        ("exit_code", summary.exit_code), ("kind", summary.kind),
+                        ("alpha", gate.alpha), ("margin", gate.margin),
+                        ("correction", gate.correction),
+                        ("suite_version", summary.suite_version),
                         ("platform", platform_line(summary))):
         ET.SubElement(properties, "property", {"name": name, "value": str(value)})
     suite.extend(cases)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from evals.record.run_record_model import RunRecord, TaskRecord
 from evals.report import _formatting as fmt
 
 
@@ -44,10 +45,10 @@ class MethodSection:
     kind: str
 
 
-def _mde(t: dict) -> str:
-    if fmt.finite(t.get("mde")):
-        return f"{fmt.unsigned_points(t['mde'])} pts"
-    return str(t.get("mde_note") or fmt.MISSING)
+def _mde(t: TaskRecord) -> str:
+    if fmt.finite(t.mde):
+        return f"{fmt.unsigned_points(t.mde)} pts"
+    return t.mde_note or fmt.MISSING
 
 
 def _pooled(pooled) -> str | None:
@@ -62,38 +63,35 @@ def _pooled(pooled) -> str | None:
             f"McNemar p {fmt.pvalue(pooled.get('pvalue'))}; {role}")
 
 
-def method_section(summary: dict) -> MethodSection:
-    gate = summary.get("gate") or {}
-    config = summary.get("config") or {}
+def method_section(summary: RunRecord) -> MethodSection:
+    gate, config = summary.gate, summary.config
     config_gate = config.get("gate") if isinstance(config.get("gate"), dict) else {}
     tasks = []
-    for t in summary.get("tasks", []):
+    for t in summary.tasks:
         tasks.append(TaskMethod(
-            task=str(t["task"]), metric=str(t.get("metric", "")),
-            filter=str(t.get("filter", "")), gated=bool(t.get("gated", True)),
-            n=fmt.count(t.get("n")), regression_test=str(t.get("regression_test", "")),
-            regression_pvalue=fmt.pvalue(t.get("regression_pvalue")),
-            regression_pvalue_adjusted=fmt.pvalue(t.get("regression_pvalue_adjusted")),
-            noninferiority_test=str(t.get("noninferiority_test", "")),
-            noninferiority_pvalue=fmt.pvalue(t.get("noninferiority_pvalue")),
-            interval_method=str(t.get("ci_method", "")),
-            bootstrap_interval=fmt.points_interval(t.get("bootstrap_low"),
-                                                   t.get("bootstrap_high")),
-            mde=_mde(t), note=str(t.get("degenerate") or "")))
-    margin = gate.get("margin")
+            task=t.task, metric=t.metric or "", filter=t.filter or "", gated=t.gated,
+            n=fmt.count(t.n), regression_test=t.regression_test or "",
+            regression_pvalue=fmt.pvalue(t.regression_pvalue),
+            regression_pvalue_adjusted=fmt.pvalue(t.regression_pvalue_adjusted),
+            noninferiority_test=t.noninferiority_test or "",
+            noninferiority_pvalue=fmt.pvalue(t.noninferiority_pvalue),
+            interval_method=t.ci_method or "",
+            bootstrap_interval=fmt.points_interval(t.bootstrap_low, t.bootstrap_high),
+            mde=_mde(t), note=t.degenerate or ""))
+    margin = gate.margin
     return MethodSection(
-        alpha=str(gate.get("alpha", fmt.MISSING)),
+        alpha=str(gate.alpha),
         margin=f"{fmt.unsigned_points(margin)} pts ({margin})" if fmt.finite(margin)
         else fmt.MISSING,
-        correction=str(gate.get("correction", fmt.MISSING)),
+        correction=gate.correction,
         seed=str(config.get("seed", fmt.MISSING)),
         seed_use="lm-eval sampling, few-shot choice and the paired bootstrap"
-        if summary.get("kind") == "ab" else "the paired bootstrap (lm-eval ran outside this suite)",
+        if summary.kind == "ab" else "the paired bootstrap (lm-eval ran outside this suite)",
         bootstrap_resamples=str(config_gate.get("bootstrap_resamples", fmt.MISSING)),
         tasks=tuple(tasks),
-        sources=tuple((str(k), str(v)) for k, v in (summary.get("sources") or {}).items()),
-        warnings=tuple(str(w) for w in summary.get("warnings") or ()),
-        pooled=_pooled(summary.get("pooled")),
-        suite_version=str(summary.get("suite_version", fmt.MISSING)),
-        schema_version=str(summary.get("schema_version", fmt.MISSING)),
-        created=str(summary.get("created", fmt.MISSING)), kind=str(summary.get("kind", "")))
+        sources=tuple(summary.sources.items()),
+        warnings=tuple(summary.warnings),
+        pooled=_pooled(summary.pooled),
+        suite_version=summary.suite_version or fmt.MISSING,
+        schema_version=str(summary.schema_version),
+        created=summary.created or fmt.MISSING, kind=summary.kind)

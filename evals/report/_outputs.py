@@ -9,8 +9,7 @@ from evals.report._junit import render_junit
 from evals.report._markdown import render_markdown
 from evals.report._page import build_page
 from evals.atomic_files import write_text_atomic
-from evals.errors import UserError
-from evals.record.run_record import ITEMS_FILE, SUMMARY_FILE, read_paired_items, read_summary
+from evals.record.run_record import ITEMS_FILE, read_paired_items, read_run_record
 
 HTML_FILE = "report.html"
 MARKDOWN_FILE = "summary.md"
@@ -31,17 +30,11 @@ def write_reports(run_dir: Path, max_flipped_items: int = 200) -> dict[str, Path
     run_dir = Path(run_dir)
     if max_flipped_items < 0:
         raise ValueError(f"max_flipped_items must be 0 or more, got {max_flipped_items}.")
-    summary = read_summary(run_dir)
-    rows = read_paired_items(run_dir)
-    try:  # read_summary checked the keys every run has; the rest is checked by rendering
-        page = build_page(summary, rows, max_flipped_items,
-                          items_file_found=(run_dir / ITEMS_FILE).exists())
-        texts = {"html": render_html(page), "markdown": render_markdown(page),
-                 "junit": render_junit(summary)}
-    except (TypeError, KeyError, AttributeError, ValueError, IndexError) as exc:
-        raise UserError(f"{run_dir / SUMMARY_FILE}: a field has an unexpected shape "
-                        f"({type(exc).__name__}: {exc}); the file was damaged or written by "
-                        "something else. Rerun the comparison to rewrite it.") from None
+    record = read_run_record(run_dir)  # refuses a summary whose fields have the wrong shape
+    page = build_page(record, read_paired_items(run_dir), max_flipped_items,
+                      items_file_found=(run_dir / ITEMS_FILE).exists())
+    texts = {"html": render_html(page), "markdown": render_markdown(page),
+             "junit": render_junit(record)}
     written = {"html": run_dir / HTML_FILE, "markdown": run_dir / MARKDOWN_FILE,
                "junit": run_dir / JUNIT_FILE}
     for kind, path in written.items():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from evals.record.run_record_model import RunRecord
 from evals.report._arms import ArmsSection, arms_section
 from evals.report._exercise import ExerciseSection, exercise_section
 from evals.report._flip_analysis import TaskFlips, task_flips
@@ -30,7 +31,7 @@ class ReportPage:
     method: MethodSection
 
 
-def build_page(summary: dict, rows: list[dict], max_flipped_items: int,
+def build_page(summary: RunRecord, rows: list[dict], max_flipped_items: int,
                items_file_found: bool = True) -> ReportPage:
     top = banner(summary)
     return ReportPage(

@@ -1,12 +1,13 @@
 """The Distribution shift section: per task, how far the candidate moved the baseline's
 next-token (or choice) distributions, the shift test against the A/A rerun, the flip
-rates by baseline margin and the flip-prone items. Built from `summary["shift"]`
+rates by baseline margin and the flip-prone items. Built from the run record's `shift`
 (evals.analyse.shift); a run without it (or with no task analysed) says why."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from evals.record.run_record_model import RunRecord
 from evals.report import _formatting as fmt
 
 
@@ -97,9 +98,9 @@ def _task(t: dict, alpha: float) -> ShiftTask:
                     for r in t.get("flip_prone") or []))
 
 
-def shift_section(summary: dict) -> ShiftSection:
-    data = summary.get("shift") or {}
-    alpha = float(data.get("alpha", summary.get("gate", {}).get("alpha", 0.05)))
+def shift_section(summary: RunRecord) -> ShiftSection:
+    data = summary.shift or {}
+    alpha = float(data.get("alpha", summary.gate.alpha))
     notes = tuple((str(k), str(v)) for k, v in (data.get("notes") or {}).items())
     if not data:
         notes = (("all tasks", "this run was analysed before the suite recorded "

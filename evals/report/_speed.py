@@ -1,6 +1,6 @@
 """Speed beside accuracy: the view-model of the banner's speed line and the speed section.
 
-A/B runs store `summary["speed"]` (evals.analyse.speed: per-request latencies and the TPOT
+A/B runs store the record's `speed` (evals.analyse.speed: per-request latencies and the TPOT
 speedup with its interval). Runs without it (compare runs, old summaries) fall back to
 the throughput measured from the arms' per-task wall times, or to "not measured".
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from evals.analyse.speed import describe_requirement, describe_speedup
+from evals.record.run_record_model import RunRecord
 from evals.report import _formatting as fmt
 
 
@@ -66,9 +67,9 @@ def _gate_text(speed: dict) -> str | None:
     return f"required (gate.min_speedup): candidate {required}; {words.get(gate, gate)}"
 
 
-def speed_section(summary: dict) -> SpeedSection | None:
-    speed = summary.get("speed")
-    if not isinstance(speed, dict):
+def speed_section(summary: RunRecord) -> SpeedSection | None:
+    speed = summary.speed
+    if speed is None:
         return None
     rows = []
     for arm in ("baseline", "candidate"):
@@ -98,12 +99,12 @@ def _number(record: dict, key: str) -> float:
     return float(value) if fmt.finite(value) else 0.0
 
 
-def speed_change(summary: dict) -> SpeedChange | None:
+def speed_change(summary: RunRecord) -> SpeedChange | None:
     """The banner's one line: the measured speedup, else wall-time throughput, else None."""
-    speed = summary.get("speed")
-    if isinstance(speed, dict) and fmt.finite(speed.get("tpot_speedup")):
+    speed = summary.speed
+    if speed is not None and fmt.finite(speed.get("tpot_speedup")):
         return SpeedChange(text=_speedup_text(speed))
-    arms = summary.get("arms") or {}
+    arms = summary.arms
     base, cand = _task_records(arms.get("baseline", {})), _task_records(arms.get("candidate", {}))
     timed = sorted(t for t in set(base) & set(cand)
                    if _number(base[t], "wall_seconds") > 0 and _number(cand[t], "wall_seconds") > 0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from evals.record.run_record_model import RunRecord, TaskRecord
 from evals.report import _formatting as fmt
 from evals.report._speed import SpeedChange, speed_change
 
@@ -62,11 +63,11 @@ class Banner:
     """The machine the run ran on, in one line (summary.json `platform`)."""
 
 
-def platform_line(summary: dict) -> str:
+def platform_line(summary: RunRecord) -> str:
     """summary.json `platform` in one line: "AMD EPYC (x86_64, 2 CPUs): AVX-512 (BF16),
     no AMX; no GPU", with "(analysed here; ...)" for a comparison of outputs made
     elsewhere; "not recorded" for a run from before the suite recorded it."""
-    record = summary.get("platform")
+    record = summary.platform
     if not isinstance(record, dict) or not record.get("summary"):
         return "not recorded"
     line = str(record["summary"])
@@ -75,52 +76,46 @@ def platform_line(summary: dict) -> str:
     return line
 
 
-def _items(t: dict) -> str:
+def _items(t: TaskRecord) -> str:
     """Items compared; for a sequential run, of how many the full set holds."""
-    looks = t.get("sequential")
-    if isinstance(looks, dict) and looks.get("n_items"):
-        return f"{fmt.count(t.get('n'))} of {fmt.count(looks['n_items'])}"
-    return fmt.count(t.get("n"))
+    looks = t.sequential
+    if looks and looks.get("n_items"):
+        return f"{fmt.count(t.n)} of {fmt.count(looks['n_items'])}"
+    return fmt.count(t.n)
 
 
-def task_rows(summary: dict) -> tuple[TaskRow, ...]:
+def task_rows(summary: RunRecord) -> tuple[TaskRow, ...]:
     rows = []
-    for t in summary.get("tasks", []):
-        verdict = str(t.get("verdict", "INCONCLUSIVE"))
+    for t in summary.tasks:
         rows.append(TaskRow(
-            task=str(t["task"]), gated=bool(t.get("gated", True)), metric=str(t.get("metric", "")),
-            n=_items(t), baseline=fmt.mean(t.get("baseline_mean")),
-            candidate=fmt.mean(t.get("candidate_mean")), delta=fmt.points(t.get("delta")),
-            interval=fmt.points_interval(t.get("ci_low"), t.get("ci_high")),
-            pvalue_adjusted=fmt.pvalue(t.get("regression_pvalue_adjusted")),
-            correct_to_wrong=fmt.count(t.get("correct_to_wrong")),
-            wrong_to_correct=fmt.count(t.get("wrong_to_correct")),
-            verdict=verdict, verdict_class=verdict_class(verdict),
-            reason=str(t.get("reason", ""))))
+            task=t.task, gated=t.gated, metric=str(t.metric or ""),
+            n=_items(t), baseline=fmt.mean(t.baseline_mean),
+            candidate=fmt.mean(t.candidate_mean), delta=fmt.points(t.delta),
+            interval=fmt.points_interval(t.ci_low, t.ci_high),
+            pvalue_adjusted=fmt.pvalue(t.regression_pvalue_adjusted),
+            correct_to_wrong=fmt.count(t.correct_to_wrong),
+            wrong_to_correct=fmt.count(t.wrong_to_correct),
+            verdict=t.verdict, verdict_class=verdict_class(t.verdict),
+            reason=t.reason or ""))
     return tuple(rows)
 
 
-def banner(summary: dict) -> Banner:
-    tasks = summary.get("tasks", [])
-    gated = [t for t in tasks if t.get("gated", True)]
+def banner(summary: RunRecord) -> Banner:
+    tasks = summary.tasks
+    gated = [t for t in tasks if t.gated]
     # the worst gated task decides the run; without gated tasks show the worst of all
-    pool = [t for t in (gated or tasks) if fmt.finite(t.get("delta"))]
-    worst = min(pool, key=lambda t: t["delta"]) if pool else None
-    gate = summary.get("gate") or {}
-    verdict = str(summary.get("verdict", "INCONCLUSIVE"))
+    pool = [t for t in (gated or tasks) if fmt.finite(t.delta)]
+    worst = min(pool, key=lambda t: t.delta) if pool else None
+    gate = summary.gate
     return Banner(
-        verdict=verdict, verdict_class=verdict_class(verdict),
-        reason=str(summary.get("reason", "")), run_id=str(summary.get("run_id", "")),
-        kind=str(summary.get("kind", "")), created=str(summary.get("created", "")),
-        exit_code=str(summary.get("exit_code", "")),
-        gated=tuple(GatedTask(str(t["task"]), str(t.get("verdict", "")),
-                              verdict_class(str(t.get("verdict", "")))) for t in gated),
-        worst_task=str(worst["task"]) if worst else None,
-        worst_delta=fmt.points(worst["delta"]) if worst else fmt.MISSING,
-        worst_interval=fmt.points_interval(worst.get("ci_low"), worst.get("ci_high"))
+        verdict=summary.verdict, verdict_class=verdict_class(summary.verdict),
+        reason=summary.reason, run_id=summary.run_id, kind=summary.kind,
+        created=summary.created, exit_code=str(summary.exit_code),
+        gated=tuple(GatedTask(t.task, t.verdict, verdict_class(t.verdict)) for t in gated),
+        worst_task=worst.task if worst else None,
+        worst_delta=fmt.points(worst.delta) if worst else fmt.MISSING,
+        worst_interval=fmt.points_interval(worst.ci_low, worst.ci_high)
         if worst else fmt.MISSING,
-        margin=fmt.unsigned_points(gate.get("margin")), alpha=f"{gate.get('alpha', '')}",
-        correction=str(gate.get("correction", "")),
-        speed=speed_change(summary),
-        warnings=tuple(str(w) for w in summary.get("warnings") or ()),
-        platform=platform_line(summary))
+        margin=fmt.unsigned_points(gate.margin), alpha=f"{gate.alpha}",
+        correction=gate.correction, speed=speed_change(summary),
+        warnings=tuple(summary.warnings), platform=platform_line(summary))

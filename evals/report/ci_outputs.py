@@ -29,10 +29,12 @@ from pathlib import Path
 from evals.decide.verdict import Verdict
 from evals.errors import ExitCode, UserError
 from evals.paths import STUDY_FILE, STUDY_MARKDOWN, STUDY_PAGE
-from evals.record.run_record import SUMMARY_FILE, read_summary
+from evals.record.run_record import SUMMARY_FILE, read_run_record
+from evals.record.run_record_model import RunRecord
+from evals.record.study_record import StudyRecord, read_study_record
 from evals.report._markdown import escape_markdown
 from evals.report._outputs import HTML_FILE, JUNIT_FILE, MARKDOWN_FILE
-from evals.text_hygiene import visible
+from evals.text_hygiene import one_line, visible
 
 TITLE = "vllm-regression-evals"
 DOTENV_FILE = "verdict.env"
@@ -42,18 +44,10 @@ _FAILURES = {ExitCode.BAD_INPUT: "BAD_INPUT", ExitCode.RUN_FAILED: "RUN_FAILED"}
 _DOTENV_UNSAFE = re.compile(r"[^A-Za-z0-9_.,:/+=@-]")
 
 
-def one_line(value) -> str:
-    """Text on one line with control characters shown as escapes."""
-    return visible(" ".join(str(value).split()))
-
-
-def run_outcome(summary: dict, where: Path) -> tuple[Verdict, ExitCode]:
+def run_outcome(summary: RunRecord, where: Path) -> tuple[Verdict, ExitCode]:
     """The run's verdict and exit code, refused (UserError) unless they agree: a summary
     whose code is not its verdict's was damaged or written by something else."""
-    verdict, code = summary["verdict"], summary["exit_code"]
-    if verdict not in Verdict.__members__:
-        raise UserError(f"{where}: verdict {one_line(verdict)!r} is none of "
-                        f"{', '.join(Verdict.__members__)}; not a summary written by this suite.")
+    verdict, code = summary.verdict, summary.exit_code  # the reader refused other verdicts
     expected = Verdict[verdict].exit_code
     if code != int(expected):
         raise UserError(f"{where}: exit_code {code} does not match verdict {verdict} (exit "
@@ -61,11 +55,11 @@ def run_outcome(summary: dict, where: Path) -> tuple[Verdict, ExitCode]:
     return Verdict[verdict], expected
 
 
-def verdict_line(summary: dict, where: Path) -> str:
+def verdict_line(summary: RunRecord, where: Path) -> str:
     """'REGRESSION exit=1 <run-id>: <reason>', the verdict a stdout-only CI system reads."""
     verdict, code = run_outcome(summary, where)
-    return f"{verdict.value} exit={int(code)} {one_line(summary['run_id'])}: " \
-           f"{one_line(summary['reason'])}"
+    return f"{verdict.value} exit={int(code)} {one_line(summary.run_id)}: " \
+           f"{one_line(summary.reason)}"
 
 
 def _escape_data(text: str) -> str:
@@ -81,17 +75,15 @@ def workflow_command(level: str, message: str, title: str) -> str:
     return f"::{level} title={_escape_property(visible(title))}::{_escape_data(visible(message))}"
 
 
-def annotations(summary: dict, where: Path) -> list[str]:
+def annotations(summary: RunRecord, where: Path) -> list[str]:
     """The run's verdict first, then each gated task that did not pass."""
     verdict, code = run_outcome(summary, where)
-    lines = [workflow_command(_LEVELS[verdict], f"{summary['run_id']}: {summary['reason']}",
+    lines = [workflow_command(_LEVELS[verdict], f"{summary.run_id}: {summary.reason}",
                               f"{TITLE}: {verdict.value} (exit {int(code)})")]
-    for task in summary["tasks"]:
-        task_verdict = task.get("verdict")
-        if task.get("gated", True) and task_verdict in ("REGRESSION", "INCONCLUSIVE"):
-            lines.append(workflow_command(_LEVELS[Verdict[task_verdict]],
-                                          str(task.get("reason", "")),
-                                          f"{task_verdict}: {task['task']}"))
+    for task in summary.tasks:
+        if task.gated and task.verdict in ("REGRESSION", "INCONCLUSIVE"):
+            lines.append(workflow_command(_LEVELS[Verdict[task.verdict]], task.reason or "",
+                                          f"{task.verdict}: {task.task}"))
     return lines
 
 
@@ -157,7 +149,7 @@ def publish_run(run_dir: Path, environ: Mapping[str, str] | None = None, echo=pr
         return
     run_dir = Path(run_dir)
     try:
-        summary = read_summary(run_dir)
+        summary = read_run_record(run_dir)
         verdict, code = run_outcome(summary, run_dir / SUMMARY_FILE)
     except UserError as exc:
         warn(f"warning: no CI outputs: {exc}")
@@ -171,7 +163,7 @@ def publish_run(run_dir: Path, environ: Mapping[str, str] | None = None, echo=pr
         echo(f"junit: {_shown_path(run_dir / JUNIT_FILE)}")
         target = Path(environ.get(DOTENV_ENV) or run_dir / DOTENV_FILE)
         _write_dotenv(target, {"EVALS_VERDICT": verdict.value, "EVALS_EXIT_CODE": int(code),
-                               "EVALS_RUN_ID": summary["run_id"],
+                               "EVALS_RUN_ID": summary.run_id,
                                "EVALS_REPORT": _shown_path(run_dir / HTML_FILE)}, echo, warn)
 
 
@@ -194,10 +186,10 @@ def publish_failure(code: ExitCode, message: str, environ: Mapping[str, str] | N
                       {"EVALS_VERDICT": name, "EVALS_EXIT_CODE": int(code)}, echo, warn)
 
 
-def study_line(study: dict) -> str:
+def study_line(study: StudyRecord) -> str:
     """A study's one-line verdict: 'REGRESSION exit=1 <study-id>: <reason>'."""
-    return (f"{one_line(study['verdict'])} exit={int(study['exit_code'])} "
-            f"{one_line(study['run_id'])}: {one_line(study['reason'])}")
+    return (f"{study.verdict} exit={study.exit_code} {one_line(study.run_id)}: "
+            f"{one_line(study.reason)}")
 
 
 def publish_study(study_dir: Path, environ: Mapping[str, str] | None = None, echo=print,
@@ -205,29 +197,27 @@ def publish_study(study_dir: Path, environ: Mapping[str, str] | None = None, ech
     """A study's CI outputs: study.md in the job summary, the study's verdict and each
     comparison's annotations on GitHub; each comparison's junit.xml and the study's verdict
     as the dotenv on GitLab."""
-    from evals.record.records import STUDY
-
     environ = os.environ if environ is None else environ
     github, gitlab, step_summary = _ci_systems(environ)
     if not (github or gitlab or step_summary):
         return
     study_dir = Path(study_dir)
     try:
-        study = STUDY.read(study_dir / STUDY_FILE)
+        study = read_study_record(study_dir / STUDY_FILE)
     except UserError as exc:
         warn(f"warning: no CI outputs: {exc}")
         return
-    comparisons = [study_dir / c["dir"] for c in study["comparisons"] if c.get("dir")]
+    comparisons = [study_dir / c.dir for c in study.comparisons if c.dir]
     if step_summary:
         _append_file(step_summary, study_dir / STUDY_MARKDOWN, warn)
     if github:
-        code = ExitCode(int(study["exit_code"]))
+        code = ExitCode(study.exit_code)
         level = {ExitCode.PASS: "notice", ExitCode.INCONCLUSIVE: "warning"}.get(code, "error")
-        echo(workflow_command(level, f"{study['run_id']}: {study['reason']}",
-                              f"{TITLE}: study {study['verdict']} (exit {int(code)})"))
+        echo(workflow_command(level, f"{study.run_id}: {study.reason}",
+                              f"{TITLE}: study {study.verdict} (exit {int(code)})"))
         for run_dir in comparisons:
             try:
-                lines = annotations(read_summary(run_dir), run_dir / SUMMARY_FILE)
+                lines = annotations(read_run_record(run_dir), run_dir / SUMMARY_FILE)
             except UserError as exc:
                 warn(f"warning: no annotations for {run_dir.name}: {exc}")
                 continue
@@ -237,7 +227,7 @@ def publish_study(study_dir: Path, environ: Mapping[str, str] | None = None, ech
         for run_dir in comparisons:
             echo(f"junit: {_shown_path(run_dir / JUNIT_FILE)}")
         target = Path(environ.get(DOTENV_ENV) or study_dir / DOTENV_FILE)
-        _write_dotenv(target, {"EVALS_VERDICT": study["verdict"],
-                               "EVALS_EXIT_CODE": int(study["exit_code"]),
-                               "EVALS_RUN_ID": study["run_id"],
+        _write_dotenv(target, {"EVALS_VERDICT": study.verdict,
+                               "EVALS_EXIT_CODE": study.exit_code,
+                               "EVALS_RUN_ID": study.run_id,
                                "EVALS_REPORT": _shown_path(study_dir / STUDY_PAGE)}, echo, warn)

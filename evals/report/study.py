@@ -16,6 +16,8 @@ from urllib.parse import quote
 from markupsafe import Markup
 
 from evals.analyse.speed import describe_speedup
+from evals.record.run_record_model import TaskRecord
+from evals.record.study_record import StudyRecord
 from evals.report._html import PACKAGE_DIR, _csp_hash, environment
 from evals.report._markdown import environment as markdown_environment
 from evals.report._outputs import _write_atomic
@@ -84,28 +86,28 @@ def _speed(speed: dict | None) -> str:
     return describe_speedup(speed["tpot_speedup"], speed["ci_low"], speed["ci_high"])
 
 
-def _cell(t: dict) -> MatrixCell:
+def _cell(t: TaskRecord) -> MatrixCell:
     return MatrixCell(
-        verdict=t["verdict"] + ("" if t["gated"] else " (not gated)"),
-        verdict_class=verdict_class(t["verdict"]), delta=_pts(t["delta"]),
-        interval=f"[{_pts(t['ci_low'])}, {_pts(t['ci_high'])}]",
-        flips=f"{t['correct_to_wrong']} / {t['wrong_to_correct']}",
-        p_adjusted=f"{t['regression_pvalue_adjusted']:.3g}")
+        verdict=t.verdict + ("" if t.gated else " (not gated)"),
+        verdict_class=verdict_class(t.verdict), delta=_pts(t.delta),
+        interval=f"[{_pts(t.ci_low)}, {_pts(t.ci_high)}]",
+        flips=f"{t.correct_to_wrong} / {t.wrong_to_correct}",
+        p_adjusted=f"{t.regression_pvalue_adjusted:.3g}")
 
 
-def build_study_page(data: dict) -> StudyPage:
+def build_study_page(data: StudyRecord) -> StudyPage:
     rows = []
-    for c in data["comparisons"]:
-        by_task = {t["task"]: t for t in c.get("tasks", [])}
-        levels = data.get("levels", {}).get(c["arm"], {})
+    for c in data.comparisons:
+        by_task = {t.task: t for t in c.tasks}
+        levels = data.levels.get(c.arm, {})
         rows.append(MatrixRow(
-            arm=c["arm"], levels=", ".join(f"{f}={lv}" for f, lv in levels.items()),
-            verdict=c["verdict"], verdict_class=verdict_class(c["verdict"]), reason=c["reason"],
-            report_href=f"{quote(c['dir'])}/report.html" if c.get("dir") else None,
-            speed=_speed(c.get("speed")),
-            cells=tuple(_cell(by_task[t]) if t in by_task else None for t in data["tasks"])))
+            arm=c.arm, levels=", ".join(f"{f}={lv}" for f, lv in levels.items()),
+            verdict=c.verdict, verdict_class=verdict_class(c.verdict), reason=c.reason,
+            report_href=f"{quote(c.dir)}/report.html" if c.dir else None,
+            speed=_speed(c.speed),
+            cells=tuple(_cell(by_task[t]) if t in by_task else None for t in data.tasks)))
     interactions = []
-    for i in data.get("interactions", []):
+    for i in data.interactions:
         acc = i["accuracy"]
         interactions.append(InteractionRow(
             task=i["task"], factors=f"{i['first']} x {i['second']}",
@@ -115,15 +117,15 @@ def build_study_page(data: dict) -> StudyPage:
             interval="-" if i["ci_low"] is None else f"[{_pts(i['ci_low'])}, {_pts(i['ci_high'])}]",
             pvalue="-" if i["pvalue"] is None else f"{i['pvalue']:.3g}",
             significant=bool(i["significant"]), sentence=i["sentence"]))
-    gate = data["gate"]
+    gate = data.gate
     return StudyPage(
-        title=f"{data['verdict']} \u2013 study {data['name']}", verdict=data["verdict"],
-        verdict_class=verdict_class(data["verdict"]), reason=data["reason"],
-        config=str(data["config"]), baseline=data["baseline"], tasks=tuple(data["tasks"]),
+        title=f"{data.verdict} \u2013 study {data.name}", verdict=data.verdict,
+        verdict_class=verdict_class(data.verdict), reason=data.reason,
+        config=data.config, baseline=data.baseline, tasks=tuple(data.tasks),
         rows=tuple(rows), interactions=tuple(interactions),
-        gate=(f"alpha {gate['alpha']:g}, margin {gate['margin'] * 100:.1f} pts, "
-              f"{gate['correction']} correction ({gate['family']})"),
-        wall=f"{data['wall_seconds']:.0f} s", exit_code=int(data["exit_code"]))
+        gate=(f"alpha {gate.alpha:g}, margin {gate.margin * 100:.1f} pts, "
+              f"{gate.correction} correction ({gate.family})"),
+        wall=f"{data.wall_seconds:.0f} s", exit_code=data.exit_code)
 
 
 def _policy(css: str) -> str:
@@ -141,7 +143,7 @@ def render_study_markdown(page: StudyPage) -> str:
     return markdown_environment().get_template("study.md.j2").render(page=page)
 
 
-def write_study_page(data: dict, path: Path) -> Path:
+def write_study_page(data: StudyRecord, path: Path) -> Path:
     """study.html, and study.md beside it."""
     page = build_study_page(data)
     _write_atomic(Path(path), render_study(page))
@@ -149,7 +151,7 @@ def write_study_page(data: dict, path: Path) -> Path:
     return Path(path)
 
 
-def render_study_table(data: dict) -> str:
+def render_study_table(data: StudyRecord) -> str:
     """The arms x tasks matrix for the terminal: delta [interval] and verdict per cell."""
     page = build_study_page(data)
     rows = [("arm", *page.tasks, "speed", "verdict")]

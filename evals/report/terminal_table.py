@@ -1,7 +1,8 @@
-"""The plain-text verdict table printed on stdout (from the summary dict)."""
+"""The plain-text verdict table printed on stdout (from the run record)."""
 
 from __future__ import annotations
 
+from evals.record.run_record_model import RunRecord, TaskRecord
 from evals.report._summary_rows import platform_line
 from evals.report._speed import speed_change
 from evals.text_hygiene import visible
@@ -11,9 +12,9 @@ def _pts(x: float) -> str:
     return f"{x * 100:+.1f}"
 
 
-def _items(t: dict) -> str:
-    looks = t.get("sequential")
-    return f"{t['n']}/{looks['n_items']}" if looks else str(t["n"])
+def _items(t: TaskRecord) -> str:
+    looks = t.sequential
+    return f"{t.n}/{looks['n_items']}" if looks else str(t.n)
 
 
 def aligned(rows: list[tuple[str, ...]]) -> list[str]:
@@ -26,37 +27,37 @@ def aligned(rows: list[tuple[str, ...]]) -> list[str]:
     return lines
 
 
-def render_table(summary: dict) -> str:
+def render_table(summary: RunRecord) -> str:
     header = ("task", "metric", "n", "baseline", "candidate", "delta pts [interval]",
               "c->w", "w->c", "p drop adj", "verdict")
     rows = [header]
-    for t in summary["tasks"]:
+    for t in summary.tasks:
         rows.append((
-            t["task"] + ("" if t["gated"] else " (not gated)"), t["metric"], _items(t),
-            f"{t['baseline_mean']:.3f}", f"{t['candidate_mean']:.3f}",
-            f"{_pts(t['delta'])} [{_pts(t['ci_low'])}, {_pts(t['ci_high'])}]",
-            str(t["correct_to_wrong"]), str(t["wrong_to_correct"]),
-            f"{t['regression_pvalue_adjusted']:.3g}", t["verdict"]))
+            t.task + ("" if t.gated else " (not gated)"), str(t.metric), _items(t),
+            f"{t.baseline_mean:.3f}", f"{t.candidate_mean:.3f}",
+            f"{_pts(t.delta)} [{_pts(t.ci_low)}, {_pts(t.ci_high)}]",
+            str(t.correct_to_wrong), str(t.wrong_to_correct),
+            f"{t.regression_pvalue_adjusted:.3g}", t.verdict))
     lines = aligned(rows)
-    gate = summary["gate"]
+    gate = summary.gate
     lines.append("")
-    lines.append(f"VERDICT: {summary['verdict']} - {summary['reason']} "
-                 f"(alpha {gate['alpha']:g}, margin {gate['margin'] * 100:.1f} pts, "
-                 f"{gate['correction']} correction; exit code {summary['exit_code']})")
-    for t in summary["tasks"]:
-        lines.append(f"  {t['task']}: {t['reason']}")
+    lines.append(f"VERDICT: {summary.verdict} - {summary.reason} "
+                 f"(alpha {gate.alpha:g}, margin {gate.margin * 100:.1f} pts, "
+                 f"{gate.correction} correction; exit code {summary.exit_code})")
+    for t in summary.tasks:
+        lines.append(f"  {t.task}: {t.reason}")
     speed = speed_change(summary)
     if speed is not None:
         lines.append(f"SPEED: {speed.text}")
-    pooled = summary.get("pooled")
+    pooled = summary.pooled
     if pooled:
         role = "gates the run" if pooled["gates"] else "reported only; `gate.pooled: true` gates"
         lines.append(f"  pooled over {len(pooled['tasks'])} gated tasks ({role}): "
                      f"{pooled['correct_to_wrong']} correct->wrong vs {pooled['wrong_to_correct']}"
                      f" wrong->correct, exact stratified McNemar p={pooled['pvalue']:.3g}"
                      + (f", p adj={pooled['pvalue_adjusted']:.3g}" if pooled["gates"] else ""))
-    lines.extend(_exercise_lines(summary.get("exercise")))
-    if summary.get("platform"):
+    lines.extend(_exercise_lines(summary.exercise))
+    if summary.platform:
         lines.append(f"PLATFORM: {platform_line(summary)}")
     return "\n".join(visible(line) for line in lines)
 

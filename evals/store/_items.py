@@ -16,11 +16,15 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from evals.errors import UserError
+
+if TYPE_CHECKING:  # the record path imports the model; listing the store does not
+    from evals.record.run_record_model import RunRecord
 
 ITEMS_SCHEMA_VERSION = 1
 VERSION_KEY = b"evals.items.schema_version"
@@ -39,9 +43,10 @@ def _text(value) -> str | None:
     return None if value is None else str(value)
 
 
-def items_table(rows: list[dict], summary: dict, *, run_id: str, generation: str) -> pa.Table:
+def items_table(rows: list[dict], summary: RunRecord, *, run_id: str,
+                generation: str) -> pa.Table:
     """The Parquet table of a run's paired items (rows as read from paired_items.jsonl)."""
-    filters = {str(t["task"]): t.get("filter") for t in summary.get("tasks", [])}
+    filters = {t.task: t.filter for t in summary.tasks}
     baseline = [float(r["baseline"]) for r in rows]
     candidate = [float(r["candidate"]) for r in rows]
     columns = {

@@ -16,6 +16,7 @@ import numpy as np
 from scipy import stats
 
 from evals.record.run_record import ITEMS_FILE as SOURCE_ITEMS_FILE
+from evals.record.run_record_model import RunRecord, TaskRecord
 from evals.store._layout import ITEMS_FILE
 from evals.store._manifest import MANIFEST_SCHEMA_VERSION
 
@@ -45,44 +46,44 @@ def _finite(value) -> float | None:
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
-def _standard_error(task: dict, rows: list[dict]) -> float | None:
+def _standard_error(task: TaskRecord, rows: list[dict]) -> float | None:
     """Paired standard error of the delta, scipy.stats.sem of the per-item differences.
 
     Binary tasks: the differences follow from the flip counts in the summary (the same
     numbers the verdict used). Other metrics: from the paired items, when all are present.
     """
-    n = int(task.get("n") or 0)
+    n = int(task.n or 0)
     if n < 2:
         return None
-    if task.get("binary"):
-        worse, better = int(task["correct_to_wrong"]), int(task["wrong_to_correct"])
+    if task.binary:
+        worse, better = int(task.correct_to_wrong), int(task.wrong_to_correct)
         differences = np.repeat([-1.0, 1.0, 0.0], [worse, better, n - worse - better])
     else:
         differences = np.array([r["candidate"] - r["baseline"] for r in rows
-                                if r.get("task") == task["task"]], dtype=float)
+                                if r.get("task") == task.task], dtype=float)
         if differences.size != n:
             return None
     return float(stats.sem(differences))
 
 
-def task_stats(summary: dict, rows: list[dict]) -> list[dict]:
+def task_stats(summary: RunRecord, rows: list[dict]) -> list[dict]:
     """One row per task for the index: delta, its standard error and interval, noise floor."""
     out = []
-    for task in summary.get("tasks", []):
+    for task in summary.tasks:
         out.append({
-            "task": str(task["task"]), "metric": str(task.get("metric", "")),
-            "gated": bool(task.get("gated", True)), "n": int(task.get("n") or 0),
-            "delta": _finite(task.get("delta")), "standard_error": _standard_error(task, rows),
-            "ci_low": _finite(task.get("ci_low")), "ci_high": _finite(task.get("ci_high")),
-            "noise_flip_rate": _finite(task.get("noise_flip_rate")),
-            "noise_flips": task.get("noise_flips"), "verdict": task.get("verdict")})
+            "task": task.task, "metric": task.metric or "", "gated": task.gated,
+            "n": int(task.n or 0), "delta": _finite(task.delta),
+            "standard_error": _standard_error(task, rows),
+            "ci_low": _finite(task.ci_low), "ci_high": _finite(task.ci_high),
+            "noise_flip_rate": _finite(task.noise_flip_rate),
+            "noise_flips": task.noise_flips, "verdict": task.verdict})
     return out
 
 
-def task_results(summary: dict, run_dir: Path) -> list[dict]:
+def task_results(summary: RunRecord, run_dir: Path) -> list[dict]:
     """Content key -> arm directory, for every task record of every arm (for arm reuse)."""
     out = []
-    for arm, info in (summary.get("arms") or {}).items():
+    for arm, info in summary.arms.items():
         if not isinstance(info, dict):
             continue
         path = info.get("output_dir") or str(run_dir / "arms" / arm)
@@ -93,16 +94,16 @@ def task_results(summary: dict, run_dir: Path) -> list[dict]:
     return out
 
 
-def _items_facts(summary: dict, rows: list[dict], run_dir: Path) -> dict:
+def _items_facts(summary: RunRecord, rows: list[dict], run_dir: Path) -> dict:
     per_task = Counter(str(r.get("task")) for r in rows)
     notes = []
     if not (run_dir / SOURCE_ITEMS_FILE).exists():
         notes.append(f"{run_dir / SOURCE_ITEMS_FILE} did not exist: no paired items stored")
     else:
-        for task in summary.get("tasks", []):
-            stored, n = per_task.get(str(task["task"]), 0), int(task.get("n") or 0)
+        for task in summary.tasks:
+            stored, n = per_task.get(task.task, 0), int(task.n or 0)
             if stored != n:
-                notes.append(f"task {task['task']}: {SOURCE_ITEMS_FILE} held {stored} of its "
+                notes.append(f"task {task.task}: {SOURCE_ITEMS_FILE} held {stored} of its "
                               f"{n} paired items")
     return {"file": ITEMS_FILE, "rows": len(rows), "rows_per_task": dict(sorted(per_task.items())),
             "left_out": {"columns": list(TEXT_FIELDS),
@@ -120,37 +121,38 @@ def _sha256(path: Path) -> str | None:
     return digest.hexdigest()
 
 
-def build_manifest(summary: dict, rows: list[dict], *, run_dir: Path, generation: str,
+def build_manifest(record: RunRecord, rows: list[dict], *, run_dir: Path, generation: str,
                    recorded: str, kind: str | None, deployment: str | None) -> dict:
-    """The manifest of one run from its summary and paired items (`run_dir` is absolute)."""
-    config = summary.get("config") or {}
+    """The manifest of one run from its record and paired items (`run_dir` is absolute)."""
+    summary = record.model_dump()  # the parts the manifest keeps as the run wrote them
+    config = record.config
     config_name = config.get("name") if isinstance(config.get("name"), str) else None
-    deployment = deployment or config_name or str(summary.get("kind") or "run")
+    deployment = deployment or config_name or record.kind or "run"
     return {
         "schema_version": MANIFEST_SCHEMA_VERSION,
         "generation": generation,
-        "run_id": summary["run_id"],
+        "run_id": record.run_id,
         "deployment": deployment,
-        "kind": kind or str(summary.get("kind") or "run"),
-        "created": utc_iso(summary.get("created"), recorded),
+        "kind": kind or record.kind or "run",
+        "created": utc_iso(record.created, recorded),
         "recorded": recorded,
-        "verdict": summary.get("verdict"),
-        "exit_code": summary.get("exit_code"),
-        "reason": summary.get("reason"),
-        "gate": summary.get("gate"),
-        "suite_version": summary.get("suite_version"),
-        "summary_schema_version": summary.get("schema_version"),
+        "verdict": record.verdict,
+        "exit_code": record.exit_code,
+        "reason": record.reason,
+        "gate": summary["gate"],
+        "suite_version": record.suite_version,
+        "summary_schema_version": record.schema_version,
         "config_name": config_name,
         "config": config,
-        "arms": summary.get("arms") or {},  # effective engine configs, versions, hashes, timings
-        "tasks": summary.get("tasks") or [],
-        "task_stats": task_stats(summary, rows),
-        "task_results": task_results(summary, run_dir),
-        "sources": summary.get("sources") or {},
-        "warnings": summary.get("warnings") or [],
+        "arms": record.arms,  # effective engine configs, versions, hashes, timings
+        "tasks": summary["tasks"],
+        "task_stats": task_stats(record, rows),
+        "task_results": task_results(record, run_dir),
+        "sources": record.sources,
+        "warnings": record.warnings,
         "source": {"run_dir": str(run_dir),
                    "report": REPORT_FILE if (run_dir / REPORT_FILE).exists() else None,
                    "paired_items_sha256": _sha256(run_dir / SOURCE_ITEMS_FILE)},
-        "items": _items_facts(summary, rows, run_dir),
+        "items": _items_facts(record, rows, run_dir),
         "summary_other": {k: v for k, v in summary.items() if k not in _SUMMARY_KEYS_KEPT},
     }

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -24,6 +25,9 @@ from evals.store._layout import ENV_VAR, StoreLayout, check_run_id, default_root
 from evals.store._manifest import now_iso, write_manifest
 from evals.store._run_files import RunFiles
 from evals.store._types import RunEntry, SeriesPoint, StoredRun
+
+if TYPE_CHECKING:  # imported where a run is recorded; listing the store does not need it
+    from evals.record.run_record_model import RunRecord
 
 _ENTRY_SQL = (
     "SELECT r.run_id, r.generation, r.created, r.recorded, r.kind, r.deployment, r.config_name, "
@@ -134,13 +138,13 @@ class RunStore:
         """
         # the record path needs scipy and the analysis records; listing should not pay for
         # importing them
-        from evals.record.run_record import SUMMARY_FILE, read_paired_items, read_summary
+        from evals.record.run_record import SUMMARY_FILE, read_paired_items, read_run_record
         from evals.store._manifest_builder import build_manifest
 
         run_dir = Path(run_dir).resolve()
-        summary = read_summary(run_dir)
+        summary = read_run_record(run_dir)
         rows = read_paired_items(run_dir)
-        run_id = check_run_id(summary.get("run_id"), str(run_dir / SUMMARY_FILE))
+        run_id = check_run_id(summary.run_id, str(run_dir / SUMMARY_FILE))
         if kind is not None:
             _check_name(kind, "kind")
         if deployment is not None:
@@ -165,12 +169,12 @@ class RunStore:
         return self.get(run_id)
 
     @staticmethod
-    def _check_replace(conn, run_id: str, summary: dict, replace_run: bool) -> None:
+    def _check_replace(conn, run_id: str, summary: RunRecord, replace_run: bool) -> None:
         """A recorded run is replaced only by the same run resumed (allowed for `ab` and
         `drift`, which rerun into the same id) and never once it is a pinned golden run:
         a golden run keeps its meaning forever."""
         created, = conn.execute("SELECT created FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-        if created == summary.get("created"):
+        if created == summary.created:
             return  # the same result recorded again
         pinned = [d for d, in conn.execute("SELECT deployment FROM golden WHERE run_id = ?",
                                            (run_id,))]

@@ -10,6 +10,7 @@ from fake_runs import ODD_TASK
 
 from evals.report._junit import render_junit
 from evals.record.run_record import read_summary
+from evals.record.run_record_model import RunRecord
 
 SCHEMA = Path(__file__).parent / "schemas" / "junit-10.xsd"
 
@@ -58,7 +59,7 @@ def test_non_gated_regression_cannot_fail_the_suite(regression_run):
     for task in summary["tasks"]:
         task["gated"] = False
         task["verdict"] = "REGRESSION"
-    root = ET.fromstring(render_junit(summary).encode())
+    root = ET.fromstring(render_junit(RunRecord.model_validate(summary)).encode())
     assert root.get("failures") == "0" and root.get("tests") == "3"
 
 

@@ -11,6 +11,7 @@ from evals.report._flipped_items import ITEM_BYTES_BUDGET, flipped_items
 from evals.report._html import render_html
 from evals.report._page import build_page
 from evals.record.run_record import read_summary
+from evals.record.run_record_model import RunRecord
 
 LIMIT = 5 * 1024 * 1024
 
@@ -36,6 +37,7 @@ def _pathological_rows(n: int) -> list[dict]:
 def test_escaping_heavy_texts_hit_the_byte_budget_not_the_limit(regression_run):
     summary = read_summary(regression_run)
     summary["tasks"][0]["task"] = "t"
+    summary = RunRecord.model_validate(summary)
     rows = _pathological_rows(200)
     section = flipped_items(summary, rows, max_items=200)
     assert section.budget_reached and 0 < section.shown < 200

@@ -14,6 +14,7 @@ from evals.report._forest_plot import forest_plot
 from evals.report._speed import speed_change, speed_section
 from evals.report._text_diff import diff_segments
 from evals.record.run_record import read_summary
+from evals.record.run_record_model import RunRecord
 
 
 def _changed(segments) -> list[str]:
@@ -54,7 +55,7 @@ def test_diff_segments_reassemble_the_texts(seed):
 
 def test_forest_plot_geometry(regression_run):
     summary = read_summary(regression_run)
-    plot = forest_plot(summary)
+    plot = forest_plot(RunRecord.model_validate(summary))
     assert plot.plot_left <= plot.margin_x < plot.zero_x <= plot.plot_right
     for row, task in zip(plot.rows, summary["tasks"]):
         assert plot.plot_left <= row.x_low <= row.x_point <= row.x_high <= plot.plot_right
@@ -67,7 +68,7 @@ def test_forest_plot_tolerates_missing_intervals(regression_run):
     summary = read_summary(regression_run)
     summary["tasks"][0]["ci_low"] = math.nan
     summary["tasks"][0]["ci_high"] = None
-    row = forest_plot(summary).rows[0]
+    row = forest_plot(RunRecord.model_validate(summary)).rows[0]
     assert row.x_low is None and row.x_high is None and row.x_point is not None
 
 
@@ -76,21 +77,32 @@ def _arm(wall: float, tokens: int, items: int = 10) -> dict:
                             "n_samples": {"t": items}}}}
 
 
+def _record(parts: dict) -> RunRecord:
+    """A run record holding `parts` and the keys every record has."""
+    return RunRecord.model_validate({
+        "kind": "ab", "run_id": "r", "created": "", "suite_version": "", "verdict": "PASS",
+        "exit_code": 0, "reason": "", "gate": {"alpha": 0.05, "margin": 0.03,
+                                               "correction": "holm"},
+        "tasks": [], "arms": {}, "sources": {}, "config": {}, "warnings": [], **parts})
+
+
 def test_speed_line_falls_back_to_wall_time_throughput():
-    speed = speed_change({"arms": {"baseline": _arm(100, 1000), "candidate": _arm(50, 1000)}})
+    speed = speed_change(_record({"arms": {"baseline": _arm(100, 1000),
+                                           "candidate": _arm(50, 1000)}}))
     assert speed.text == ("candidate 2.00x faster in generated tokens per second (candidate "
                           "20.0 vs baseline 10.0, over 1 task(s), task wall time)")
-    assert speed_change({"arms": {"baseline": _arm(10, 0), "candidate": _arm(20, 0)}}) is None
+    assert speed_change(_record({"arms": {"baseline": _arm(10, 0),
+                                          "candidate": _arm(20, 0)}})) is None
 
 
 def test_speed_line_and_section_from_the_measured_speedup():
     arm = {"requests": 40, "ttft_p50": 0.0123, "ttft_p95": 0.05, "tpot_p50": 0.002,
            "tpot_p95": 0.004, "output_tokens_per_s": 310.0, "requests_per_s": 12.5,
            "acceptance_rate": None}
-    summary = {"speed": {"baseline": arm, "candidate": {**arm, "acceptance_rate": 0.892},
-                         "tpot_speedup": 1.5, "ci_low": 1.25, "ci_high": 1.8,
-                         "confidence": 0.9, "throughput_ratio": 1.31, "min_speedup": 2.0,
-                         "gate": "missed", "note": None}}
+    summary = _record({"speed": {"baseline": arm, "candidate": {**arm, "acceptance_rate": 0.892},
+                                 "tpot_speedup": 1.5, "ci_low": 1.25, "ci_high": 1.8,
+                                 "confidence": 0.9, "throughput_ratio": 1.31,
+                                 "min_speedup": 2.0, "gate": "missed", "note": None}})
     assert speed_change(summary).text == ("candidate 1.50x faster per output token (90% "
                                           "interval 1.25-1.80x)")
     section = speed_section(summary)
@@ -103,9 +115,9 @@ def test_speed_line_and_section_from_the_measured_speedup():
 
 
 def test_no_speed_for_compare_runs():
-    assert speed_change({"arms": {"baseline": {"source": "a"}, "candidate": {"source": "b"}}}) \
-        is None
-    assert speed_change({}) is None and speed_section({}) is None
+    assert speed_change(_record({"arms": {"baseline": {"source": "a"},
+                                          "candidate": {"source": "b"}}})) is None
+    assert speed_change(_record({})) is None and speed_section(_record({})) is None
 
 
 def _row(task, doc_id, baseline, candidate, response_b="b", response_c="c", prompt="p"):
@@ -116,7 +128,8 @@ def _row(task, doc_id, baseline, candidate, response_b="b", response_c="c", prom
 
 
 def _summary(*tasks):
-    return {"tasks": [{"task": t, "binary": True} for t in tasks]}
+    return _record({"tasks": [{"task": t, "binary": True, "gated": True, "verdict": "PASS"}
+                              for t in tasks]})
 
 
 def test_worse_items_first_and_tasks_take_turns():
@@ -191,5 +204,6 @@ def test_the_shift_panel_of_a_choice_task_matches_scipys_kl(regression_run):
                                  special.softmax(logliks["candidate"])))
     assert task["summary"]["mean_kl"] == pytest.approx(sum(kls) / len(kls), rel=1e-9)
     assert task["summary"]["n_items"] == 40 and task["test"] is None
-    panel = {t.task: t for t in shift_section(summary).tasks}["boolq_tiny"]
+    panel = {t.task: t for t in shift_section(RunRecord.model_validate(summary)).tasks}[
+        "boolq_tiny"]
     assert panel.mean_kl == f"{sum(kls) / len(kls):.2e}" and not panel.shifted

@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from evals.analyse.speed import describe_requirement, describe_speedup
-from evals.record.run_record import read_summary
+from evals.record.run_record import read_run_record
 from evals.report import write_reports
 from evals.report.terminal_table import render_table
 
@@ -58,5 +58,5 @@ def test_one_wording_in_html_markdown_and_terminal(regression_run, tmp_path):
     assert "<strong>Throughput:</strong> candidate 1.61x slower in output tokens per second of " \
            "task time." in html
     assert f"\nSpeed: {words}.\n" in (run_dir / "summary.md").read_text(encoding="utf-8")
-    assert f"\nSPEED: {words}" in render_table(read_summary(run_dir))
+    assert f"\nSPEED: {words}" in render_table(read_run_record(run_dir))
     assert "baseline / candidate" not in html and "\u00d7" not in html

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from synthetic_runs import study_record
 
+from evals.record.study_record import StudyRecord
 from evals.report.study import write_study_page
 
 
@@ -14,7 +15,7 @@ from evals.report.study import write_study_page
 def page(browser, tmp_path):
     record = study_record()
     record["comparisons"][0]["reason"] = "<img src=x onerror=\"window.__pwned=1\">"
-    path = write_study_page(record, tmp_path / "study.html")
+    path = write_study_page(StudyRecord.model_validate(record), tmp_path / "study.html")
     tab = browser.page(width=1280, height=1200)
     tab.goto(path.as_uri())
     return tab

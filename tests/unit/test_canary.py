@@ -14,6 +14,7 @@ from evals.canary import (default_faults, faulty_config, min_detectable_rate, pa
                           render_canary_table)
 from evals.plan.config import load_config
 from evals.errors import UserError
+from evals.record.run_record_model import TaskRecord
 from evals.report.canary import build_canary_page, render_canary
 
 REPO = Path(__file__).resolve().parents[2]
@@ -69,8 +70,8 @@ def test_canary_cli_rejects_bad_faults_before_any_engine(tmp_path):
 
 
 def _summary(tasks):
-    return {"tasks": [{"task": name, "gated": True, "n": n, "correct_to_wrong": b,
-                       "wrong_to_correct": c} for name, n, b, c in tasks]}
+    return [TaskRecord(task=name, verdict="PASS", gated=True, n=n, correct_to_wrong=b,
+                       wrong_to_correct=c) for name, n, b, c in tasks]
 
 
 def test_min_detectable_rate_matches_an_exact_enumeration():

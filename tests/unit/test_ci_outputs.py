@@ -19,6 +19,7 @@ from ci_workflows import annotations
 from synthetic_runs import PlantedTask, write_synthetic_run
 
 from evals.errors import ExitCode
+from evals.record.run_record_model import RunRecord
 from evals.report import write_reports
 from evals.report.ci_outputs import (dotenv_text, publish_failure, publish_run, verdict_line,
                                      workflow_command)
@@ -194,8 +195,8 @@ def test_failures_without_a_verdict(tmp_path):
 
 def test_verdict_line(regression_run):
     summary = json.loads((regression_run / "summary.json").read_text(encoding="utf-8"))
-    assert verdict_line(summary, regression_run) == f"REGRESSION exit=1 ci-regression: " \
-                                                    f"{summary['reason']}"
+    line = verdict_line(RunRecord.model_validate(summary), regression_run)
+    assert line == f"REGRESSION exit=1 ci-regression: {summary['reason']}"
 
 
 # -- the command line, with the variables in the environment ------------------------------
@@ -306,6 +307,7 @@ def _study(tmp_path: Path) -> Path:
     from synthetic_runs import study_record
 
     from evals.record.records import STUDY
+    from evals.record.study_record import StudyRecord
     from evals.report.study import write_study_page
 
     study_dir = tmp_path / "study"
@@ -314,7 +316,7 @@ def _study(tmp_path: Path) -> Path:
     _run(study_dir / "comparisons", arm["arm"],
          PlantedTask("tiny_addition", 400, 30, 2, verdict="REGRESSION"))
     STUDY.write(study_dir / "study.json", record)
-    write_study_page(STUDY.stamp(record), study_dir / "study.html")
+    write_study_page(StudyRecord.model_validate(STUDY.stamp(record)), study_dir / "study.html")
     return study_dir
 
 

@@ -18,6 +18,7 @@ from evals.analyse.interaction import task_interaction
 from evals.decide.verdict import decide, study_family
 from evals.pair.pairing import PairedTask
 from evals.plan.study import Cell
+from evals.record.study_record import StudyRecord
 from evals.report.study import build_study_page, render_study, render_study_markdown, \
     render_study_table
 
@@ -107,7 +108,7 @@ def test_a_combination_that_only_adds_its_parts_shows_no_interaction():
 
 
 def test_study_page_shows_the_matrix_and_the_interaction_escaped():
-    page = build_study_page(study_record())
+    page = build_study_page(StudyRecord.model_validate(study_record()))
     (row, failed) = page.rows
     assert row.cells[0].delta == "-10.0" and row.cells[0].interval == "[-13.0, -7.0]"
     assert row.cells[0].flips == "50 / 2"
@@ -120,5 +121,5 @@ def test_study_page_shows_the_matrix_and_the_interaction_escaped():
     assert 'id="interactions"' in html and "appears only with the combination" in html
     markdown = render_study_markdown(page)
     assert "| prefix_caching=on+decoding=mtp |" in markdown.replace("\\", "")
-    table = render_study_table(study_record())
+    table = render_study_table(StudyRecord.model_validate(study_record()))
     assert "STUDY VERDICT: REGRESSION" in table and "-10.0 [-13.0, -7.0] REGRESSION" in table
