@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from evals.record.run_record_model import RunRecord
 from evals.report import _formatting as fmt
 
 
@@ -44,8 +43,9 @@ def _count(x) -> str:
     return f"{float(x):,.0f}" if fmt.finite(x) else fmt.MISSING
 
 
-def exercise_section(summary: RunRecord) -> ExerciseSection | None:
-    data = summary.exercise
+def exercise_section(data: dict | None, faults: dict | None = None) -> ExerciseSection | None:
+    """The section of a run's exercise record (RunRecord.exercise; a canary's too) and, for a
+    run, its faults (RunRecord.faults)."""
     if not data:
         return None
     rows = tuple(ExerciseRow(
@@ -56,7 +56,7 @@ def exercise_section(summary: RunRecord) -> ExerciseSection | None:
         preemptions=_count(r.get("preemptions"))) for r in data.get("tasks", []))
     faults = tuple(FaultRow(arm=str(arm), fault=str(f.get("name")), rate=str(f.get("rate")),
                             fired=_count(record.get("fired", {}).get(f.get("name"), 0)))
-                   for arm, record in (summary.faults or {}).items()
+                   for arm, record in (faults or {}).items()
                    for f in record.get("requested", []))
     kv = ", ".join(f"{arm}: {dtype}" for arm, dtype in (data.get("kv_cache_dtype") or {}).items())
     missing = data.get("not_exercised") or []

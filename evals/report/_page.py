@@ -39,6 +39,6 @@ def build_page(summary: RunRecord, rows: list[dict], max_flipped_items: int,
         banner=top, rows=task_rows(summary), forest=forest_plot(summary),
         flips=task_flips(summary),
         items=flipped_items(summary, rows, max_flipped_items, items_file_found),
-        speed=speed_section(summary), exercise=exercise_section(summary),
+        speed=speed_section(summary), exercise=exercise_section(summary.exercise, summary.faults),
         shift=shift_section(summary),
         arms=arms_section(summary), method=method_section(summary))

@@ -68,7 +68,7 @@ def build_canary_page(data: dict) -> CanaryPage:
             min_rate="not within (0, 1]" if rate is None else f"{rate:.3g}",
             report_href=_href(r["run_id"]), models=r["models"]))
     clean = data["clean"]
-    exercise = exercise_section({"exercise": data.get("exercise")}) if data.get("exercise") \
+    exercise = exercise_section(data.get("exercise")) if data.get("exercise") \
         else None
     return CanaryPage(
         title=f"canary {'PASSED' if data['passed'] else 'FAILED'} \u2013 {data['name']}",

@@ -132,3 +132,18 @@ def test_min_detectable_rate_when_the_line_leaves_the_simplex():
     assert rate is not None and rate < 0.1
     pb = 52 / 200 * rate / 0.1
     assert exact_mcnemar_power(200, pb, 0.0, 0.05) >= 0.8 - 1e-6
+
+
+def test_page_shows_the_clean_runs_exercise_record():
+    # canary.json carries the clean A/B's exercise record as a plain mapping (not a run's
+    # record): the page renders its section from it
+    data = _canary_data()
+    data["exercise"] = {"declared": ["prefix caching"], "kv_cache_dtype": {"candidate": "auto"},
+                        "not_exercised": [], "tasks": [
+                            {"arm": "candidate", "task": "tiny_reviews_shared_prefix",
+                             "gated": True, "queried_tokens": 1000.0, "cached_tokens": 823.0,
+                             "drafted_tokens": 0.0, "accepted_tokens": 0.0,
+                             "preemptions": 0.0, "cached_share": 0.823, "acceptance": None}]}
+    html = render_canary(build_canary_page(data))
+    assert "tiny_reviews_shared_prefix" in html and "82.3%" in html
+    assert "prefix caching" in html
