@@ -79,6 +79,11 @@ def _checked_name(value: str, flag: str) -> str:
     return value
 
 
+def _given(**options) -> dict:
+    """The options the command line set (the others keep the config's defaults)."""
+    return {name: value for name, value in options.items() if value is not None}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m evals", description=__doc__.splitlines()[0])
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -137,14 +142,17 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_ = sub.add_parser("compare", help="analyse two existing lm-eval --log_samples dirs")
     cmp_.add_argument("baseline_dir")
     cmp_.add_argument("candidate_dir")
-    cmp_.add_argument("--alpha", type=float, default=0.05)
-    cmp_.add_argument("--margin", type=float, default=0.02,
-                      help="non-inferiority margin in accuracy units (0.02 = 2 points)")
+    # no defaults here: an option left out takes the config's (GateConfig, DEFAULT_SEED)
+    cmp_.add_argument("--alpha", type=float, help="one-sided significance level "
+                      "(default: a config's default)")
+    cmp_.add_argument("--margin", type=float,
+                      help="non-inferiority margin in accuracy units (0.02 = 2 points; "
+                      "default: a config's default)")
     cmp_.add_argument("--metric", action="append", default=[], metavar="TASK=METRIC")
     cmp_.add_argument("--cluster", action="append", default=[], metavar="TASK=FIELD",
                       help="a document field grouping the task's items (e.g. a passage id): "
                       "cluster-robust tests and intervals")
-    cmp_.add_argument("--seed", type=_seed, default=1234)
+    cmp_.add_argument("--seed", type=_seed, help="default: a config's default")
     cmp_.add_argument("--reports", default=None)
     cmp_.add_argument("--store", help="run store directory (default: $EVALS_STORE, else "
                       "<reports>/store/)")
@@ -162,7 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     pln.add_argument("--drop", type=float, help="drop to detect, accuracy units (0.02 = 2 pts)")
     pln.add_argument("--margin", type=float, help="non-inferiority margin, accuracy units")
     pln.add_argument("--items", type=int, help="items available: report the minimum detectable drop")
-    pln.add_argument("--alpha", type=float, default=0.05)
+    pln.add_argument("--alpha", type=float, help="default: a config's default")
     pln.add_argument("--power", type=float, default=0.8)
 
     doc = sub.add_parser("doctor", help="preflight file checks of a model directory or of "
@@ -293,14 +301,14 @@ def _dispatch(args: argparse.Namespace) -> int:
         from evals.comparison import DEFAULT_REPORTS, run_compare
 
         try:
-            gate = GateConfig(alpha=args.alpha, margin=args.margin)
+            gate = GateConfig(**_given(alpha=args.alpha, margin=args.margin))
         except Exception as exc:
             error = exc.errors()[0]
             flag = "--" + str(error["loc"][0]) if error.get("loc") else "--alpha/--margin"
             raise UserError(f"{flag} {error.get('input')!r}: {error['msg']}.") from None
         code, run_dir = run_compare(
             Path(args.baseline_dir), Path(args.candidate_dir), gate=gate,
-            seed=args.seed, metrics=_metric_pairs(args.metric),
+            **_given(seed=args.seed), metrics=_metric_pairs(args.metric),
             clusters=_metric_pairs(args.cluster, "--cluster", "FIELD"),
             name=_checked_name(args.name, "--name"),
             deployment=(_checked_name(args.deployment, "--deployment")
@@ -316,9 +324,11 @@ def _dispatch(args: argparse.Namespace) -> int:
             print(f"{kind}: {path}")
         return 0
     if args.command == "plan":
+        from evals.plan.config import GateConfig
         from evals.plan.sample_size import plan
 
-        for line in plan(discordance=args.discordance, alpha=args.alpha, power=args.power,
+        alpha = GateConfig().alpha if args.alpha is None else args.alpha
+        for line in plan(discordance=args.discordance, alpha=alpha, power=args.power,
                          drop=args.drop, margin=args.margin, items=args.items):
             print(line)
         return 0

@@ -24,7 +24,7 @@ from evals.run.arms import (RERUN, arm_specs, fresh_or_reused, run_arms, run_arm
                             run_id_for, speed_records)
 from evals.analyse.cache_stress import WARM_SUFFIX, WarmColdCheck, describe, warm_vs_cold
 from evals.pair.clusters import cluster_ids
-from evals.plan.config import ABConfig, GateConfig, TaskSpec
+from evals.plan.config import DEFAULT_SEED, ABConfig, GateConfig, TaskSpec
 from evals.decide.drift import KIND as DRIFT_KIND
 from evals.decide.drift import (apply_chart, chart_tasks, deployment_name, drift_run_id,
                          golden_arm_dir, history_points, summary_extras)
@@ -250,7 +250,7 @@ def _outputs_digest(*dirs: Path) -> str:
     return digest.hexdigest()[:12]
 
 
-def run_compare(dir_a: Path, dir_b: Path, *, gate: GateConfig, seed: int = 1234,
+def run_compare(dir_a: Path, dir_b: Path, *, gate: GateConfig, seed: int = DEFAULT_SEED,
                 metrics: dict[str, str] | None = None, reports_dir: Path = DEFAULT_REPORTS,
                 echo=print, store_root: Path | None = None,
                 clusters: dict[str, str] | None = None, name: str = "compare",

@@ -20,6 +20,8 @@ from evals.faults.catalog import FAULTS, check_applies
 
 DEFAULT_TASKS_DIR = TASKS_DIR
 ARM_DEFAULTS = "arm_defaults"
+DEFAULT_SEED = 1234
+"""The seed of a run that sets none (configs, `compare`)."""
 
 
 class _Strict(BaseModel):
@@ -170,7 +172,7 @@ class ABConfig(_Strict):
     tasks: list[TaskSpec] = Field(min_length=1)
     limit: int | None = Field(None, ge=1)
     num_fewshot: int | None = Field(None, ge=0)
-    seed: int = 1234
+    seed: int = DEFAULT_SEED
     include_path: str | None = Field(None, description="extra lm-eval task folder; default tasks/")
     expect_identical_arms: bool = Field(
         False, description="True for an A/A check; otherwise identical arms are an error")

@@ -127,6 +127,28 @@ def test_compare_cli_on_identical_directories_finds_no_flips(tmp_path):
     assert [t["task"] for t in summary["tasks"]] == ["tiny_reviews_gen", "tiny_reviews_mc"]
     assert all(t["correct_to_wrong"] == t["wrong_to_correct"] == 0 for t in summary["tasks"])
     assert (tmp_path / "r" / summary["run_id"] / "report.html").exists()
+    # options left out take the defaults a config file gets (one definition of each)
+    from evals.plan.config import DEFAULT_SEED, GateConfig
+    defaults = GateConfig()
+    assert summary["gate"] == {"alpha": defaults.alpha, "margin": defaults.margin,
+                               "correction": defaults.correction}
+    assert summary["config"]["seed"] == DEFAULT_SEED
+
+
+def test_compare_and_plan_options_override_the_defaults(tmp_path, capsys):
+    from evals.cli import main
+
+    code = main(["compare", str(FIXTURE), str(FIXTURE), "--reports", str(tmp_path / "r"),
+                 "--alpha", "0.1", "--margin", "0.04", "--seed", "7"])
+    assert code == 3
+    summary = json.loads(next((tmp_path / "r").glob("*/summary.json")).read_text())
+    assert (summary["gate"]["alpha"], summary["gate"]["margin"]) == (0.1, 0.04)
+    assert summary["config"]["seed"] == 7
+    capsys.readouterr()
+    assert main(["plan", "--discordance", "0.05", "--drop", "0.02"]) == 0
+    default_alpha = capsys.readouterr().out
+    assert main(["plan", "--discordance", "0.05", "--drop", "0.02", "--alpha", "0.01"]) == 0
+    assert capsys.readouterr().out != default_alpha  # a stricter level needs more items
 
 
 def _set_metric(root: Path, task: str, metric: str, value: float) -> None:
