@@ -24,7 +24,10 @@ What each setting needs, and where vLLM decides it:
   (v1/worker/mamba_utils.py: with both, every step pre-copies the cached GDN states through
   `precopy_mamba_align_fused_kernel`, a Triton kernel; the CPU build has no Triton, and
   the engine stops at its first step with "TypeError: 'function' object is not
-  subscriptable". Tried with models/tiny-hybrid).
+  subscriptable". Tried with models/tiny-hybrid);
+- a Gated DeltaNet model (Qwen3-Next, Qwen3.5) in any dtype but bfloat16: no CPU
+  (model_executor/layers/mamba/ops/cpu/gdn_attention.py asserts "CPU GDN attention
+  requires BF16." at the first item; seen with `dtype: float32` on an AVX2 EPYC).
 
 `check_cpu_support` turns an arm that asks for what this CPU lacks into one UserError
 (exit 2) naming the arm, the setting, what it needs, what this CPU has and what to do
@@ -95,6 +98,12 @@ HYBRID_PREFIX_SPEC = CpuFeature(
     "run it on a GPU (configs/gpu/study_hybrid_mtp_prefix.yaml is this change on a GPU), "
     "or compare prefix caching and speculative decoding one at a time on this CPU "
     "(configs/cpu/hybrid_prefix.yaml, configs/cpu/hybrid_mtp.yaml)")
+GDN_NOT_BF16 = CpuFeature(
+    "a Gated DeltaNet model in a dtype other than bfloat16", "bfloat16: vLLM's CPU GDN "
+    "attention kernel takes only bfloat16 (\"CPU GDN attention requires BF16.\"), on every "
+    "CPU", _never,
+    "set `dtype: bfloat16` on this arm's engine (configs/cpu/hybrid_prefix.yaml does), or "
+    "run it on a GPU")
 # config.json layer kinds of hybrid models (Qwen3-Next / Qwen3.5: linear_attention;
 # Jamba, Bamba, Falcon-H1, Nemotron-H: mamba) and model types that are hybrid throughout
 STATE_SPACE_LAYERS = {"linear_attention", "mamba", "mamba2"}
@@ -110,6 +119,20 @@ def hybrid_model(model: str) -> bool:
     text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
     kinds = set(text.get("layer_types") or ()) | set(text.get("layers_block_type") or ())
     return bool(kinds & STATE_SPACE_LAYERS) or text.get("model_type") in HYBRID_MODEL_TYPES
+
+
+def gdn_model(model: str) -> bool:
+    """A local checkpoint with Gated DeltaNet layers (`linear_attention` in its config.json,
+    or a Qwen3-Next / Qwen3.5 model type)."""
+    config = _model_config(model)
+    if not config:
+        return False
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    return "linear_attention" in set(text.get("layer_types") or ()) or \
+        text.get("model_type") in {"qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_5_text"}
+
+
+NOT_BF16 = {"float32", "float", "float16", "half", "fp32", "fp16"}
 
 
 def _quantized_kv(dtype: object) -> bool:
@@ -165,6 +188,9 @@ def arm_features(engine: dict, model: str) -> list[tuple[str, CpuFeature]]:
             hybrid_model(model):
         found.append((f"engine.enable_prefix_caching and engine.speculative_config with the "
                       f"hybrid model {model}", HYBRID_PREFIX_SPEC))
+    if str(engine.get("dtype") or "auto").lower() in NOT_BF16 and gdn_model(model):
+        found.append((f"engine.dtype: {engine['dtype']} with the Gated DeltaNet model {model}",
+                      GDN_NOT_BF16))
     return found
 
 

@@ -18,7 +18,10 @@ HYBRID = REPO / "models" / "tiny-hybrid"
 LIMIT = 40
 TASKS = [{"name": "tiny_reviews_multiturn", "metric": "exact_match", "cluster": "conversation_id"},
          {"name": "tiny_reviews_shared_prefix", "metric": "exact_match"}]
-PLAIN = {**ENGINE, "enable_prefix_caching": False}
+# vLLM's CPU GDN kernel takes only bfloat16, whatever the CPU (ENGINE's dtype is float32
+# on a CPU without AVX-512; preflight refuses a GDN model in another dtype)
+HYBRID_ENGINE = {**ENGINE, "dtype": "bfloat16"}
+PLAIN = {**HYBRID_ENGINE, "enable_prefix_caching": False}
 MTP = {"method": "mtp", "num_speculative_tokens": 2}
 
 
@@ -32,7 +35,8 @@ def _ab(tmp_path_factory, name: str, candidate: dict, intended: list[str]):
 
 @pytest.fixture(scope="module")
 def prefix_run(tmp_path_factory):
-    return _ab(tmp_path_factory, "hybrid-prefix", {**ENGINE, "enable_prefix_caching": True},
+    return _ab(tmp_path_factory, "hybrid-prefix",
+               {**HYBRID_ENGINE, "enable_prefix_caching": True},
                # vLLM switches a hybrid model's Mamba cache to "align" with prefix caching
                ["enable_prefix_caching", "mamba_cache_mode", "mamba_block_size"])
 
@@ -87,7 +91,7 @@ def test_prefix_caching_with_mtp_on_the_hybrid_model_is_refused_before_any_engin
         tmp_path_factory):
     root = tmp_path_factory.mktemp("hybrid-both")
     config = write_config(root, "hybrid-both", {"engine": PLAIN},
-                          {"engine": {**ENGINE, "enable_prefix_caching": True,
+                          {"engine": {**HYBRID_ENGINE, "enable_prefix_caching": True,
                                       "speculative_config": MTP}},
                           tasks=TASKS, limit=LIMIT, model=str(HYBRID),
                           intended_change=["enable_prefix_caching", "speculative_config"])

@@ -19,7 +19,7 @@ from evals.errors import UserError
 from evals.hardware import CPUINFO_ENV, Platform, parse_cpuinfo, probe
 from evals.plan.config import load_config
 from evals.preflight import cpu_support
-from evals.preflight.cpu_support import (FP8_KV, HYBRID_PREFIX_SPEC, ONLINE_FP8, WNA16,
+from evals.preflight.cpu_support import (FP8_KV, GDN_NOT_BF16, HYBRID_PREFIX_SPEC, ONLINE_FP8, WNA16,
                                          check_cpu_support, four_bit_weight_only, hybrid_model,
                                          unsupported_settings)
 from evals.preflight.doctor import diagnose_config
@@ -365,3 +365,24 @@ def test_either_alone_on_a_hybrid_model_and_both_on_a_dense_one_run_on_cpu(tmp_p
                                                  "speculative_config": MTP}))
     assert [(u.arm, u.feature) for u in unsupported_settings(both, platform_of(AMX))] == [
         ("arms.candidate", HYBRID_PREFIX_SPEC)]
+
+
+@pytest.mark.parametrize("cpu", [AVX2, AVX512, AMX], ids=["avx2", "avx512", "amx"])
+def test_a_gdn_model_outside_bfloat16_is_refused_on_every_cpu(tmp_path, cpu, cpu_vllm):
+    """vLLM's CPU GDN kernel asserts bfloat16 at the first item (seen on an AVX2 EPYC with
+    `dtype: float32`): refused in preflight, naming the fix; bfloat16 and a dense model in
+    float32 pass."""
+    path = _hybrid_config(tmp_path, {"dtype": "float32", "enable_prefix_caching": True})
+    with pytest.raises(UserError) as raised:
+        check_cpu_support(load_config(path), platform_of(cpu))
+    message = str(raised.value)
+    assert "\n" not in message
+    assert "arms.candidate asks for a Gated DeltaNet model in a dtype other than bfloat16 " \
+           "(engine.dtype: float32 with the Gated DeltaNet model " in message
+    assert "Set `dtype: bfloat16` on this arm's engine" in message
+    found = unsupported_settings(load_config(path), platform_of(cpu))
+    assert [(u.arm, u.feature) for u in found] == [("arms.candidate", GDN_NOT_BF16)]
+    for engine, model in (({"dtype": "bfloat16", "enable_prefix_caching": True}, "tiny-hybrid"),
+                          ({"dtype": "float32", "enable_prefix_caching": True}, "tiny-reviews")):
+        config = load_config(_hybrid_config(tmp_path, engine, model))
+        assert unsupported_settings(config, platform_of(cpu)) == [], (engine, model)
