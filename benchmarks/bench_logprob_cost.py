@@ -37,7 +37,7 @@ def main() -> int:
     import os
 
     from evals.plan.config import load_config
-    from evals.run.arms import arm_specs
+    from evals.dispatch.arms import arm_specs
 
     config = load_config(args.config)
     with tempfile.TemporaryDirectory() as tmp:

@@ -7,7 +7,7 @@ adjustment across tasks. Prints wall time per step and peak memory.
 
     /work/venv/bin/python benchmarks/bench_stats.py [--tasks 20] [--items-per-task 50000]
 
-Then the full per-task analysis the gate runs (`evals.analyse.analysis.analyse_task` with its
+Then the full per-task analysis the gate runs (`evals.analyse.task_analysis.analyse_task` with its
 label and length analyses, the bootstrap and the verdict) on classification-like tasks
 of the same size, with a reference measured in the same run: scipy's paired t-test on the
 same arrays. The last line reads `full analysis, 20 tasks x 50,000 items: 1.23 s`.
@@ -31,7 +31,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evals.analyse.analysis import analyse_task  # noqa: E402
+from evals.analyse.task_analysis import analyse_task  # noqa: E402
 from evals.pair.pairing import PairedTask  # noqa: E402
 from evals.pair.samples import SampleRecord  # noqa: E402
 from evals.decide.verdict import decide  # noqa: E402

@@ -16,6 +16,7 @@ import traceback
 from pathlib import Path
 
 from evals.errors import ExitCode, RunFailed, UserError
+from evals.paths import REPORTS_DIR
 from evals.text_hygiene import visible
 
 DEFAULT_CONFIG = "configs/cpu/mtp_prefix.yaml"
@@ -239,169 +240,217 @@ def _print_runs(store, entries) -> None:
             print(f"broken: {e.problem}", file=sys.stderr)
 
 
-def _dispatch(args: argparse.Namespace) -> int:
-    from evals.plan.config import GateConfig, load_config
+def _ab(args: argparse.Namespace) -> int:
+    from evals.pipelines.ab import run_ab
+    from evals.dispatch.executor import Executor
+    from evals.plan.study import Study, load_run_config
 
-    if args.command == "ab":
-        from evals.comparison import DEFAULT_REPORTS, Executor, run_ab
-        from evals.plan.study import Study, load_run_config
+    config = load_run_config(args.config)
+    if args.ray_address and args.executor != "ray":
+        raise UserError("--ray-address needs `--executor ray`.")
+    if args.ray_shard != "arm" and args.executor != "ray":
+        raise UserError("--ray-shard needs `--executor ray`.")
+    if args.arms_per_gpu != 1 and args.executor == "ray":
+        raise UserError("--arms-per-gpu is for arms run on this machine; with `--executor "
+                        "ray` each arm is a Ray task with whole GPUs of its own.")
+    if args.arms_per_gpu != 1 and not isinstance(config, Study):
+        raise UserError("--arms-per-gpu is for studies (more than two arms or `factorial:`); "
+                        "a two-arm config runs its arms one after another.")
+    executor = Executor(ray=args.executor == "ray", address=args.ray_address,
+                        parallel=args.parallel, arms_per_gpu=args.arms_per_gpu,
+                        shard_tasks=args.ray_shard == "task")
+    if isinstance(config, Study):
+        from evals.pipelines.study import run_study
 
-        config = load_run_config(args.config)
-        if args.ray_address and args.executor != "ray":
-            raise UserError("--ray-address needs `--executor ray`.")
-        if args.ray_shard != "arm" and args.executor != "ray":
-            raise UserError("--ray-shard needs `--executor ray`.")
-        if args.arms_per_gpu != 1 and args.executor == "ray":
-            raise UserError("--arms-per-gpu is for arms run on this machine; with `--executor "
-                            "ray` each arm is a Ray task with whole GPUs of its own.")
-        if args.arms_per_gpu != 1 and not isinstance(config, Study):
-            raise UserError("--arms-per-gpu is for studies (more than two arms or `factorial:`); "
-                            "a two-arm config runs its arms one after another.")
-        executor = Executor(ray=args.executor == "ray", address=args.ray_address,
-                            parallel=args.parallel, arms_per_gpu=args.arms_per_gpu,
-                            shard_tasks=args.ray_shard == "task")
-        if isinstance(config, Study):
-            from evals.study_pipeline import run_study
+        from evals.report.ci_outputs import publish_study
 
-            from evals.report.ci_outputs import publish_study
-
-            code, study_dir = run_study(config, _reports_dir(args.reports) or DEFAULT_REPORTS,
-                                        fresh=args.fresh,
-                                        store_root=Path(args.store) if args.store else None,
-                                        allow_undeclared=args.allow_undeclared_diff,
-                                        executor=executor)
-            publish_study(study_dir)
-            return int(code)
-        if args.parallel not in (None, 1) and not executor.ray:
-            raise UserError("--parallel is for studies (more than two arms or `factorial:`) and "
-                            "`--executor ray`; a two-arm config runs its arms one after another.")
-        code, run_dir = run_ab(config, _reports_dir(args.reports) or DEFAULT_REPORTS,
-                               fresh=args.fresh,
-                               store_root=Path(args.store) if args.store else None,
-                               allow_undeclared=args.allow_undeclared_diff, executor=executor)
-        return _published(code, run_dir)
-    if args.command == "canary":
-        from evals.canary import parse_fault_args, run_canary
-        from evals.comparison import DEFAULT_REPORTS
-
-        config = load_config(args.config)
-        faults = parse_fault_args(args.faults) if args.faults else None
-        code, _ = run_canary(config, _reports_dir(args.reports) or DEFAULT_REPORTS,
-                             faults=faults, store_root=Path(args.store) if args.store else None)
+        code, study_dir = run_study(config, _reports_dir(args.reports) or REPORTS_DIR,
+                                    fresh=args.fresh,
+                                    store_root=Path(args.store) if args.store else None,
+                                    allow_undeclared=args.allow_undeclared_diff,
+                                    executor=executor)
+        publish_study(study_dir)
         return int(code)
-    if args.command == "drift":
-        from evals.comparison import DEFAULT_REPORTS, run_drift
+    if args.parallel not in (None, 1) and not executor.ray:
+        raise UserError("--parallel is for studies (more than two arms or `factorial:`) and "
+                        "`--executor ray`; a two-arm config runs its arms one after another.")
+    code, run_dir = run_ab(config, _reports_dir(args.reports) or REPORTS_DIR,
+                           fresh=args.fresh,
+                           store_root=Path(args.store) if args.store else None,
+                           allow_undeclared=args.allow_undeclared_diff, executor=executor)
+    return _published(code, run_dir)
 
-        config = load_config(args.config)
-        code, run_dir = run_drift(config, _reports_dir(args.reports) or DEFAULT_REPORTS,
-                                  store_root=Path(args.store) if args.store else None,
-                                  run_id=args.run_id)
-        return _published(code, run_dir)
-    if args.command == "compare":
-        from evals.comparison import DEFAULT_REPORTS, run_compare
 
-        try:
-            gate = GateConfig(**_given(alpha=args.alpha, margin=args.margin))
-        except Exception as exc:
-            error = exc.errors()[0]
-            flag = "--" + str(error["loc"][0]) if error.get("loc") else "--alpha/--margin"
-            raise UserError(f"{flag} {error.get('input')!r}: {error['msg']}.") from None
-        code, run_dir = run_compare(
-            Path(args.baseline_dir), Path(args.candidate_dir), gate=gate,
-            **_given(seed=args.seed), metrics=_metric_pairs(args.metric),
-            clusters=_metric_pairs(args.cluster, "--cluster", "FIELD"),
-            name=_checked_name(args.name, "--name"),
-            deployment=(_checked_name(args.deployment, "--deployment")
-                        if args.deployment else None),
-            store_root=Path(args.store) if args.store else None,
-            reports_dir=_reports_dir(args.reports) or DEFAULT_REPORTS)
-        return _published(code, run_dir)
-    if args.command == "report":
-        from evals.report import write_reports
+def _canary(args: argparse.Namespace) -> int:
+    from evals.plan.config import load_config
+    from evals.pipelines.canary import run_canary
+    from evals.plan.canary import parse_fault_args
 
-        written = write_reports(Path(args.run_dir))
-        for kind, path in written.items():
-            print(f"{kind}: {path}")
-        return 0
-    if args.command == "plan":
-        from evals.plan.config import GateConfig
-        from evals.plan.sample_size import plan
+    config = load_config(args.config)
+    faults = parse_fault_args(args.faults) if args.faults else None
+    code, _ = run_canary(config, _reports_dir(args.reports) or REPORTS_DIR,
+                         faults=faults, store_root=Path(args.store) if args.store else None)
+    return int(code)
 
-        alpha = GateConfig().alpha if args.alpha is None else args.alpha
-        for line in plan(discordance=args.discordance, alpha=alpha, power=args.power,
-                         drop=args.drop, margin=args.margin, items=args.items):
-            print(line)
-        return 0
-    if args.command == "doctor":
-        from evals.hardware import probe
-        from evals.preflight.doctor import diagnose_path
 
-        report = diagnose_path(args.target)
-        print(f"platform: {probe().describe()}")
-        for line in report.lines():
-            print(line)
-        return int(ExitCode.BAD_INPUT) if report.has_errors else 0
-    if args.command == "check-engine-args":
-        from evals.runner.engine_args import check_config_engine_args
+def _drift(args: argparse.Namespace) -> int:
+    from evals.plan.config import load_config
+    from evals.pipelines.drift import run_drift
 
-        from evals.hardware import probe
-        from evals.plan.study import Study, load_run_config
-        from evals.preflight.cpu_support import gpu_refusal, refusal, unsupported_settings
+    config = load_config(args.config)
+    code, run_dir = run_drift(config, _reports_dir(args.reports) or REPORTS_DIR,
+                              store_root=Path(args.store) if args.store else None,
+                              run_id=args.run_id)
+    return _published(code, run_dir)
 
-        platform = probe()
-        print(f"platform: {platform.describe()}")
-        gpu_only: set[str] = set()
 
-        for path in args.configs:
-            config = load_run_config(path)
-            checks = [(config, None)]
-            if isinstance(config, Study):  # every arm once, under its own name
-                checks = [(c, ({"baseline": config.baseline} if i == 0 else {}) |
-                           {"candidate": arm})
-                          for i, (arm, c) in enumerate(config.comparisons.items())]
-            for one, names in checks:
-                for line in check_config_engine_args(one, names):
-                    print(line)
-                # what `ab` would refuse on this machine (a GPU config checked on a CPU
-                # machine is still a valid config: reported, not an error)
-                why = gpu_refusal(one, platform)
-                if why:
-                    if one.source not in gpu_only:
-                        print(f"{one.source}: not on this machine: {why}")
-                    gpu_only.add(one.source)
-                    continue
-                shown = {role: f"arms.{name}" for role, name in
-                         (names or {"baseline": "baseline", "candidate": "candidate"}).items()}
-                for found in unsupported_settings(one, platform, arms=tuple(shown), names=shown):
-                    print(f"{one.source}: not on this machine's CPU: {refusal([found], platform)}")
-        return 0
-    if args.command == "record":
-        stored = _store(args).record_run(Path(args.run_dir), kind=args.kind,
-                                         deployment=args.deployment, replace_run=args.replace)
-        print(f"recorded {stored.run_id} (deployment {stored.entry.deployment}) in "
-              f"{stored.directory}")
-        return 0
-    if args.command == "runs":
-        if args.limit < 1:
-            raise UserError(f"--limit must be 1 or more, got {args.limit}.")
-        store = _store(args)
-        _print_runs(store, store.list_runs(limit=args.limit, deployment=args.deployment,
-                                           verify=True))
-        return 0
-    if args.command == "pin":
-        entry = _store(args).pin(args.run_id, args.deployment)
-        print(f"pinned {entry.run_id} as the golden run of {entry.deployment}")
-        return 0
-    if args.command == "history":
-        from evals.report.trend import DEFAULT_TREND_FILE, write_trend
+def _compare(args: argparse.Namespace) -> int:
+    from evals.plan.config import GateConfig
+    from evals.pipelines.compare import run_compare
 
-        store = _store(args)
-        out = Path(args.out) if args.out else store.root.parent / DEFAULT_TREND_FILE
-        print(f"history: {write_trend(store, args.deployment, out)}")
-        return 0
-    if args.command == "gate-config":
-        return _gate_config(Path(args.run))
-    raise UserError(f"unknown command {args.command!r}.")
+    try:
+        gate = GateConfig(**_given(alpha=args.alpha, margin=args.margin))
+    except Exception as exc:
+        error = exc.errors()[0]
+        flag = "--" + str(error["loc"][0]) if error.get("loc") else "--alpha/--margin"
+        raise UserError(f"{flag} {error.get('input')!r}: {error['msg']}.") from None
+    code, run_dir = run_compare(
+        Path(args.baseline_dir), Path(args.candidate_dir), gate=gate,
+        **_given(seed=args.seed), metrics=_metric_pairs(args.metric),
+        clusters=_metric_pairs(args.cluster, "--cluster", "FIELD"),
+        name=_checked_name(args.name, "--name"),
+        deployment=(_checked_name(args.deployment, "--deployment")
+                    if args.deployment else None),
+        store_root=Path(args.store) if args.store else None,
+        reports_dir=_reports_dir(args.reports) or REPORTS_DIR)
+    return _published(code, run_dir)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from evals.report import write_reports
+
+    written = write_reports(Path(args.run_dir))
+    for kind, path in written.items():
+        print(f"{kind}: {path}")
+    return 0
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from evals.plan.config import GateConfig
+    from evals.plan.sample_size import plan
+
+    alpha = GateConfig().alpha if args.alpha is None else args.alpha
+    for line in plan(discordance=args.discordance, alpha=alpha, power=args.power,
+                     drop=args.drop, margin=args.margin, items=args.items):
+        print(line)
+    return 0
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from evals.hardware import probe
+    from evals.preflight.doctor import diagnose_path
+
+    report = diagnose_path(args.target)
+    print(f"platform: {probe().describe()}")
+    for line in report.lines():
+        print(line)
+    return int(ExitCode.BAD_INPUT) if report.has_errors else 0
+
+
+def _check_engine_args(args: argparse.Namespace) -> int:
+    from evals.runner.engine_args import check_config_engine_args
+
+    from evals.hardware import probe
+    from evals.plan.study import Study, load_run_config
+    from evals.preflight.cpu_support import gpu_refusal, refusal, unsupported_settings
+
+    platform = probe()
+    print(f"platform: {platform.describe()}")
+    gpu_only: set[str] = set()
+
+    for path in args.configs:
+        config = load_run_config(path)
+        checks = [(config, None)]
+        if isinstance(config, Study):  # every arm once, under its own name
+            checks = [(c, ({"baseline": config.baseline} if i == 0 else {}) |
+                       {"candidate": arm})
+                      for i, (arm, c) in enumerate(config.comparisons.items())]
+        for one, names in checks:
+            for line in check_config_engine_args(one, names):
+                print(line)
+            # what `ab` would refuse on this machine (a GPU config checked on a CPU
+            # machine is still a valid config: reported, not an error)
+            why = gpu_refusal(one, platform)
+            if why:
+                if one.source not in gpu_only:
+                    print(f"{one.source}: not on this machine: {why}")
+                gpu_only.add(one.source)
+                continue
+            shown = {role: f"arms.{name}" for role, name in
+                     (names or {"baseline": "baseline", "candidate": "candidate"}).items()}
+            for found in unsupported_settings(one, platform, arms=tuple(shown), names=shown):
+                print(f"{one.source}: not on this machine's CPU: {refusal([found], platform)}")
+    return 0
+
+
+def _record(args: argparse.Namespace) -> int:
+    stored = _store(args).record_run(Path(args.run_dir), kind=args.kind,
+                                     deployment=args.deployment, replace_run=args.replace)
+    print(f"recorded {stored.run_id} (deployment {stored.entry.deployment}) in "
+          f"{stored.directory}")
+    return 0
+
+
+def _runs(args: argparse.Namespace) -> int:
+    if args.limit < 1:
+        raise UserError(f"--limit must be 1 or more, got {args.limit}.")
+    store = _store(args)
+    _print_runs(store, store.list_runs(limit=args.limit, deployment=args.deployment,
+                                       verify=True))
+    return 0
+
+
+def _pin(args: argparse.Namespace) -> int:
+    entry = _store(args).pin(args.run_id, args.deployment)
+    print(f"pinned {entry.run_id} as the golden run of {entry.deployment}")
+    return 0
+
+
+def _history(args: argparse.Namespace) -> int:
+    from evals.report.trend import DEFAULT_TREND_FILE, write_trend
+
+    store = _store(args)
+    out = Path(args.out) if args.out else store.root.parent / DEFAULT_TREND_FILE
+    print(f"history: {write_trend(store, args.deployment, out)}")
+    return 0
+
+
+def _gate_config(args: argparse.Namespace) -> int:
+    return _verdict_line(Path(args.run))
+
+
+COMMANDS = {
+    "ab": _ab,
+    "canary": _canary,
+    "drift": _drift,
+    "compare": _compare,
+    "report": _report,
+    "plan": _plan,
+    "doctor": _doctor,
+    "check-engine-args": _check_engine_args,
+    "record": _record,
+    "runs": _runs,
+    "pin": _pin,
+    "history": _history,
+    "gate-config": _gate_config,
+}
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    command = COMMANDS.get(args.command)
+    if command is None:
+        raise UserError(f"unknown command {args.command!r}.")
+    return command(args)
 
 
 def _published(code, run_dir: Path) -> int:
@@ -412,7 +461,7 @@ def _published(code, run_dir: Path) -> int:
     return int(code)
 
 
-def _gate_config(path: Path) -> int:
+def _verdict_line(path: Path) -> int:
     """One line for CI systems that read only stdout; the exit code is the run's."""
     from evals.record.run_record import SUMMARY_FILE, read_run_record
     from evals.record.study_record import read_study_record

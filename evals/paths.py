@@ -10,5 +10,5 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 TASKS_DIR = REPO_ROOT / "tasks"  # the bundled lm-eval tasks
 REPORTS_DIR = REPO_ROOT / "reports"  # run directories; the run store under store/
 ARMS = ("baseline", "candidate")
-# A study's own files in its run folder (evals.study_pipeline writes them, CI outputs read them)
+# A study's own files in its run folder (evals.pipelines.study writes them, CI outputs read them)
 STUDY_FILE, STUDY_PAGE, STUDY_MARKDOWN = "study.json", "study.html", "study.md"

@@ -109,7 +109,7 @@ def write_synthetic_run(run_dir: Path, *, run_id: str, created: str, tasks: list
 
 
 def study_record(arm_name: str = "prefix_caching=on+decoding=mtp") -> dict:
-    """A study.json as evals.study_pipeline writes it: a regressing combined arm (with text
+    """A study.json as evals.pipelines.study writes it: a regressing combined arm (with text
     that must stay text), a failed arm, one significant interaction."""
     task = {"task": "t<b>", "metric": "acc", "gated": True, "verdict": "REGRESSION",
             "delta": -0.1, "ci_low": -0.13, "ci_high": -0.07, "regression_pvalue": 1e-9,

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-PREFIX_CACHING = "prefix caching"
-SPEC_DECODE = "speculative decoding"
-FP8_KV_CACHE = "FP8 KV cache"
+from evals.plan.config import ABConfig
+from evals.plan.optimizations import FP8_KV_CACHE, PREFIX_CACHING, declared_optimizations
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,22 +59,6 @@ class ExerciseReport:
         return {"declared": list(self.declared), "kv_cache_dtype": dict(self.kv_cache_dtype),
                 "tasks": rows, "not_exercised": list(self.not_exercised),
                 "warnings": list(self.warnings)}
-
-
-def declared_optimizations(baseline: dict, candidate: dict) -> tuple[str, ...]:
-    """From the two arms' engine arguments: what the candidate turns on that the baseline
-    does not (an optimization both arms run is not what the comparison tests)."""
-    found = []
-    if candidate.get("enable_prefix_caching") is True and \
-            baseline.get("enable_prefix_caching") is not True:
-        found.append(PREFIX_CACHING)
-    if candidate.get("speculative_config") and \
-            candidate.get("speculative_config") != baseline.get("speculative_config"):
-        found.append(SPEC_DECODE)
-    dtype = str(candidate.get("kv_cache_dtype") or "")
-    if dtype.startswith("fp8") and dtype != str(baseline.get("kv_cache_dtype") or ""):
-        found.append(FP8_KV_CACHE)
-    return tuple(found)
 
 
 def _value(counters: dict | None, name: str) -> float | None:
@@ -141,3 +124,13 @@ def assess(declared: tuple[str, ...], manifests: dict[str, dict],
                                 f"(0 {what})")
     return ExerciseReport(declared=declared, kv_cache_dtype=kv, rows=rows,
                           not_exercised=tuple(not_exercised), warnings=tuple(warnings))
+
+
+def assess_config(config: ABConfig, manifests: dict[str, dict], *, candidate: str = "candidate",
+                  baseline: str | None = "baseline") -> ExerciseReport:
+    """`assess` for a config's comparison: what `candidate` turns on that `baseline` does not
+    (None: a drift run, whose baseline is a golden run: everything the arm turns on), each
+    task gated as the config says."""
+    declared = declared_optimizations(config.arm(baseline).engine if baseline else {},
+                                      config.arm(candidate).engine)
+    return assess(declared, manifests, {t.name: t.gate for t in config.tasks})

@@ -13,13 +13,13 @@ baseline.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from evals import stats
 from evals.pair.pairing import PairedTask
-from evals.plan.study import Cell
+from evals.plan.study import Cell, Study
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,3 +103,23 @@ def task_interaction(cell: Cell, pairs: dict[str, PairedTask], *, alpha: float,
     return TaskInteraction(task, first, second, arms, len(docs), accuracy, result.statistic,
                            ci.low, ci.high, result.pvalue, result.n_one, result.n_two,
                            significant, sentence)
+
+
+def study_interactions(study: Study, paired: dict[str, list[PairedTask]],
+                       verdicts: dict[str, dict[str, str]], alpha: float) -> list[dict]:
+    """Each factorial cell's interaction on each task, for the cells whose three arms were
+    analysed: `paired[arm]` is the arm's pairing with the baseline on each task,
+    `verdicts[arm][task]` its verdict there."""
+    out = []
+    for cell in study.cells():
+        roles = {"first_only": cell.first_only, "second_only": cell.second_only,
+                 "both": cell.both}
+        if not all(arm in paired for arm in roles.values()):
+            continue
+        for task in [t.name for t in study.settings.tasks]:
+            pairs = {role: next(p for p in paired[arm] if p.task == task)
+                     for role, arm in roles.items()}
+            result = task_interaction(cell, pairs, alpha=alpha, verdicts={
+                arm: verdicts.get(arm, {}).get(task) for arm in roles.values()})
+            out.append(asdict(result))
+    return out

@@ -4,7 +4,7 @@ predicts one label for every item (accuracy then measures the label mix, not the
 
 from __future__ import annotations
 
-from evals.analyse.analysis import TaskAnalysis
+from evals.analyse.task_analysis import TaskAnalysis
 
 
 def task_warnings(analyses: list[TaskAnalysis]) -> list[str]:

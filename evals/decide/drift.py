@@ -17,20 +17,32 @@ rerun of the same command on the same day resumes its unfinished tasks.
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 
 from evals import stats
-from evals.analyse.analysis import TaskAnalysis
+from evals.analyse.task_analysis import TaskAnalysis
 from evals.plan.config import ABConfig
 from evals.errors import UserError
-from evals.record.records import DRIFT_CHART
+from evals.record.schemas import DRIFT_CHART
 from evals.decide.verdict import RunVerdict, Verdict
 
 KIND = "drift"
+
+
+@dataclass(frozen=True)
+class DriftInput:
+    """What the drift chart gate needs: earlier drift runs and the config's chart."""
+
+    history: dict
+    lam: float
+    L: float
+    deployment: str
+    golden_run: str
+    arm: str
 
 
 def deployment_name(config: ABConfig) -> str:

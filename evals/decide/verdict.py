@@ -28,7 +28,7 @@ from enum import Enum
 import numpy as np
 
 from evals import stats
-from evals.analyse.analysis import TaskAnalysis
+from evals.analyse.task_analysis import TaskAnalysis
 from evals.errors import ExitCode
 from evals.plan.schedule import final_alpha, look_alpha
 from evals.analyse.exercise import ExerciseReport

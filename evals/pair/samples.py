@@ -8,6 +8,7 @@ the same layout: `<dir>/<model>/samples_<task>_<timestamp>.jsonl` and
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -242,3 +243,31 @@ def read_output_dir(directory: str | Path, tasks: list[str] | None = None) -> Ar
     return ArmSamples(source=str(root), records=tuple(records), task_hashes=hashes,
                       task_versions=versions, task_output_types=output_types,
                       lm_eval_config=lm_eval_config)
+
+
+PREFERRED_METRICS = ("acc", "exact_match", "acc_norm")
+
+
+def default_metric(samples: ArmSamples, task: str) -> str:
+    """The metric a task is compared on when none is named: acc, exact_match or acc_norm,
+    else the first by name."""
+    names = next(r.metrics for r in samples.records if r.task == task)
+    for preferred in PREFERRED_METRICS:
+        if preferred in names:
+            return preferred
+    return sorted(names)[0]
+
+
+def outputs_digest(*dirs: Path) -> str:
+    """Hash of every lm-eval samples and results file under the directories (name and
+    bytes), in a stable order."""
+    digest = hashlib.sha256()
+    for root in dirs:
+        root = Path(root)
+        for path in sorted(list(root.rglob("samples_*.jsonl")) + list(root.rglob("results_*.json"))):
+            digest.update(str(path.relative_to(root)).encode() + b"\0")
+            with path.open("rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+        digest.update(b"\1")
+    return digest.hexdigest()[:12]

@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 
 from evals import __version__
-from evals.analyse.analysis import TaskAnalysis
+from evals.analyse.task_analysis import TaskAnalysis
 from evals.errors import UserError
 from evals.pair.pairing import PairedTask
-from evals.record.records import PAIRED_ITEMS, SUMMARY
+from evals.record.schemas import PAIRED_ITEMS, SUMMARY
 from evals.record.run_record_model import GateRecord, GateStepRecord, RunRecord, TaskRecord
 from evals.decide.verdict import RunVerdict, Verdict
 from evals.text_hygiene import one_line

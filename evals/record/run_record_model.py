@@ -2,7 +2,7 @@
 
 The pipeline builds it once (evals.record.run_record.build_summary), writes it once
 (`write_run`) and reads it back through one reader (`read_run_record`), which migrates an
-older summary.json (evals.record.records.SUMMARY) and refuses a newer one; the reports, the
+older summary.json (evals.record.schemas.SUMMARY) and refuses a newer one; the reports, the
 CI outputs, the canary and studies take this model, as inspect_ai's viewer takes its
 `EvalLog`. `model_dump()` gives the exact summary.json layout: a record holds the keys it
 was given (the builder gives every key it always writes and the optional parts the run has;
@@ -17,7 +17,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer
 
 from evals.errors import UserError
-from evals.record.records import SUMMARY
+from evals.record.schemas import SUMMARY
 from evals.text_hygiene import one_line
 
 # NaN stays NaN in the dump (a degenerate task's p-value), as json.dumps writes it
@@ -61,7 +61,7 @@ class GateRecord(BaseModel):
 
 
 class TaskRecord(StoredRecord):
-    """One task's paired analysis (evals.analyse.analysis.TaskAnalysis) and its verdict.
+    """One task's paired analysis (evals.analyse.task_analysis.TaskAnalysis) and its verdict.
 
     A summary written before a field existed reads it as None (and writes it back without
     it)."""
@@ -100,9 +100,9 @@ class TaskRecord(StoredRecord):
                                                            "bootstrap interval.")
     degenerate: str | None = Field(None, description="Why the tests could not run, if so.")
     labels: dict[str, Any] | None = Field(None, description="Per-label confusion "
-                                          "(evals.analyse.analysis.LabelAnalysis).")
+                                          "(evals.analyse.task_analysis.LabelAnalysis).")
     lengths: dict[str, Any] | None = Field(None, description="Response lengths "
-                                           "(evals.analyse.analysis.LengthAnalysis).")
+                                           "(evals.analyse.task_analysis.LengthAnalysis).")
     noise_flip_rate: float | None = Field(None, description="Flip rate between two baseline "
                                                             "runs (A/A), if run.")
     noise_flips: int | None = Field(None, description="Flips between two baseline runs.")

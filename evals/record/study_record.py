@@ -1,9 +1,9 @@
 """`StudyRecord`: a study's result as a typed, versioned model (study.json), with its one
 reader `read_study_record`.
 
-The study pipeline (evals.study_pipeline) builds it; the study page, the terminal matrix,
-the CI outputs and `gate-config` take it. Like RunRecord it dumps the keys it was given, so
-study.json keeps its layout.
+The study pipeline (evals.pipelines.study) builds it with `build_study_record`; the study
+page, the terminal matrix, the CI outputs and `gate-config` take it. Like RunRecord it
+dumps the keys it was given, so study.json keeps its layout.
 """
 
 from __future__ import annotations
@@ -13,8 +13,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evals.record.records import STUDY
-from evals.record.run_record_model import StoredRecord, TaskRecord
+from evals.decide.verdict import Verdict
+from evals.errors import ExitCode
+from evals.plan.study import Study
+from evals.record.platform_record import run_platform
+from evals.record.schemas import STUDY
+from evals.record.run_record_model import RunRecord, StoredRecord, TaskRecord
 
 _CONFIG = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
 
@@ -86,5 +90,68 @@ class StudyRecord(StoredRecord):
 
 
 def read_study_record(path: Path) -> StudyRecord:
-    """The one reader of study.json (its version checked by evals.record.records.STUDY)."""
+    """The one reader of study.json (its version checked by evals.record.schemas.STUDY)."""
     return StudyRecord.from_stored(STUDY.read(path), path)
+
+
+def comparison_entry(arm: str, run_id: str, directory: str, record: RunRecord) -> StudyComparison:
+    """What study.json keeps of one comparison's RunRecord."""
+    return StudyComparison(
+        arm=arm, run_id=run_id, dir=directory, verdict=record.verdict,
+        exit_code=record.exit_code, reason=record.reason,
+        tasks=[TaskRecord(**{k: getattr(t, k) for k in _STUDY_TASK_FIELDS})
+               for t in record.tasks],
+        speed=_speed_line(record.speed))
+
+
+# what study.json keeps of each comparison's task results
+_STUDY_TASK_FIELDS = ("task", "metric", "gated", "verdict", "delta", "ci_low", "ci_high",
+                      "regression_pvalue", "regression_pvalue_adjusted", "correct_to_wrong",
+                      "wrong_to_correct", "n", "mde", "baseline_mean", "candidate_mean")
+
+
+def _speed_line(speed: dict | None) -> dict | None:
+    if not speed or speed.get("tpot_speedup") is None:
+        return None
+    return {k: speed.get(k) for k in ("tpot_speedup", "ci_low", "ci_high")}
+
+
+def build_study_record(study: Study, run_id: str, comparisons: dict[str, StudyComparison],
+                       interactions: list, failed: dict, manifests: dict, seconds: float,
+                       devices: dict) -> StudyRecord:
+    """The study's verdict over its comparisons: REGRESSION if any arm regresses, else
+    INCONCLUSIVE if any is (or failed), else PASS; a failed arm makes the exit code 4."""
+    verdicts = [c.verdict for c in comparisons.values()]
+    if any(v == "REGRESSION" for v in verdicts):
+        verdict = "REGRESSION"
+    elif any(v in ("INCONCLUSIVE", "FAILED") for v in verdicts):
+        verdict = "INCONCLUSIVE"
+    else:
+        verdict = "PASS"
+    regressed = [a for a, c in comparisons.items() if c.verdict == "REGRESSION"]
+    if failed:
+        code = ExitCode.RUN_FAILED
+        reason = f"arm(s) {', '.join(failed)} failed; rerun the same command to resume"
+    else:
+        code = Verdict(verdict).exit_code
+        reason = (f"regression in {', '.join(regressed)}" if regressed else
+                  "every arm is non-inferior on every gated task" if verdict == "PASS" else
+                  "cannot show non-inferiority for " + ", ".join(
+                      a for a, c in comparisons.items() if c.verdict == "INCONCLUSIVE"))
+    settings = study.settings
+    return StudyRecord(
+        kind="study", run_id=run_id, name=study.name, config=study.source,
+        baseline=study.baseline, arms=list(study.arms),
+        factors={f: list(levels) for f, levels in study.factors.items()},
+        levels=study.levels, tasks=[t.name for t in settings.tasks],
+        gate=StudyGate(alpha=settings.gate.alpha, margin=settings.gate.margin,
+                       correction=settings.gate.correction,
+                       family="Holm over every gated (arm, task) comparison with the baseline"),
+        verdict=verdict, exit_code=int(code), reason=reason,
+        comparisons=[comparisons[a] for a in study.candidates],
+        interactions=interactions, failed=failed,
+        engines={a: m.get("effective_engine_config") for a, m in manifests.items()},
+        versions=next((m.get("versions") for m in manifests.values() if m.get("versions")),
+                      None),
+        platform=run_platform("study", manifests), wall_seconds=round(seconds, 1),
+        devices=devices)

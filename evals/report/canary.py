@@ -13,10 +13,12 @@ from urllib.parse import quote
 
 from markupsafe import Markup
 
+from evals.record.canary_record import CanaryRecord
 from evals.report._exercise import ExerciseSection, exercise_section
 from evals.report._html import PACKAGE_DIR, _csp_hash, environment
 from evals.report._outputs import _write_atomic
 from evals.report._summary_rows import verdict_class
+from evals.report.terminal_table import aligned
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,30 +55,28 @@ def _href(run_id: str) -> str:
     return f"../{quote(run_id)}/report.html"
 
 
-def build_canary_page(data: dict) -> CanaryPage:
+def build_canary_page(record: CanaryRecord) -> CanaryPage:
     rows = []
-    for r in data["faults"]:
-        spec = " (only with spec decode)" if r["options"].get("only_with_spec_decode") else ""
-        rate = r["min_detectable_rate"]
+    for r in record.faults:
+        spec = " (only with spec decode)" if r.options.get("only_with_spec_decode") else ""
+        rate = r.min_detectable_rate
         rows.append(CanaryRow(
-            fault=r["fault"] + spec, rate=f"{r['rate']:g}",
-            harmful="harmful" if r["harmful"] else "benign", verdict=r["verdict"],
-            verdict_class=verdict_class(r["verdict"]), exit_code=str(r["exit_code"]),
-            flips=f"{r['correct_to_wrong']} / {r['wrong_to_correct']}",
-            items=f"{r['items_used']} of {r['items_planned']}", fired=f"{r['fired']:,}",
-            caught="yes" if r["caught"] else "no", ok=bool(r["as_expected"]),
+            fault=r.fault + spec, rate=f"{r.rate:g}",
+            harmful="harmful" if r.harmful else "benign", verdict=r.verdict,
+            verdict_class=verdict_class(r.verdict), exit_code=str(r.exit_code),
+            flips=f"{r.correct_to_wrong} / {r.wrong_to_correct}",
+            items=f"{r.items_used} of {r.items_planned}", fired=f"{r.fired:,}",
+            caught="yes" if r.caught else "no", ok=r.as_expected,
             min_rate="not within (0, 1]" if rate is None else f"{rate:.3g}",
-            report_href=_href(r["run_id"]), models=r["models"]))
-    clean = data["clean"]
-    exercise = exercise_section(data.get("exercise")) if data.get("exercise") \
-        else None
+            report_href=_href(r.run_id), models=r.models))
+    clean = record.clean
+    exercise = exercise_section(record.exercise) if record.exercise else None
     return CanaryPage(
-        title=f"canary {'PASSED' if data['passed'] else 'FAILED'} \u2013 {data['name']}",
-        config=str(data["config"]), passed=bool(data["passed"]),
-        clean_verdict=clean["verdict"], clean_href=_href(clean["run_id"]),
-        wall=f"{data['wall_seconds']:.0f} s in all, {clean['wall_seconds']:.0f} s of it the "
+        title=f"canary {'PASSED' if record.passed else 'FAILED'} \u2013 {record.name}",
+        config=record.config, passed=record.passed,
+        clean_verdict=clean.verdict, clean_href=_href(clean.run_id),
+        wall=f"{record.wall_seconds:.0f} s in all, {clean.wall_seconds:.0f} s of it the "
              "clean A/B run", rows=tuple(rows), exercise=exercise)
-
 
 def render_canary(page: CanaryPage) -> str:
     css = (PACKAGE_DIR / "report.css").read_text(encoding="utf-8")
@@ -86,6 +86,33 @@ def render_canary(page: CanaryPage) -> str:
                                                                 csp=policy)
 
 
-def write_canary_page(data: dict, path: Path) -> Path:
-    _write_atomic(Path(path), render_canary(build_canary_page(data)))
+def write_canary_page(record: CanaryRecord, path: Path) -> Path:
+    _write_atomic(Path(path), render_canary(build_canary_page(record)))
     return Path(path)
+
+
+def _rate_text(x: float | None) -> str:
+    return "> 1 (not within reach)" if x is None else f"{x:.3g}"
+
+
+def render_canary_table(record: CanaryRecord) -> str:
+    header = ("fault", "rate", "harmful", "verdict", "exit", "c->w", "w->c", "items",
+              "fired", "caught", "min rate @80%")
+    rows = [header]
+    for r in record.faults:
+        name = r.fault + (" (only with spec decode)" if r.options.get(
+            "only_with_spec_decode") else "")
+        rows.append((name, f"{r.rate:g}", "yes" if r.harmful else "no", r.verdict,
+                     str(r.exit_code), str(r.correct_to_wrong), str(r.wrong_to_correct),
+                     f"{r.items_used}/{r.items_planned}", str(r.fired),
+                     ("yes" if r.caught else "no") + ("" if r.as_expected else " (!)"),
+                     _rate_text(r.min_detectable_rate)))
+    lines = aligned(rows)
+    clean = record.clean
+    lines.append("")
+    lines.append(f"clean candidate: {clean.verdict} (exit {clean.exit_code}); canary "
+                 f"{'PASSED' if record.passed else 'FAILED'}: every harmful fault must give "
+                 "REGRESSION, every benign one must not")
+    lines.append(f"wall time: {record.wall_seconds:.0f} s in all, {clean.wall_seconds:.0f} s "
+                 "of it the clean A/B run")
+    return "\n".join(lines)

@@ -4,7 +4,7 @@ The runner decides nothing about results: once its libraries are imported the wo
 for its engine turn (the launcher grants it when the arm before it has ended, see
 evals.runner.launch), before its first item it asks whether to go (the config audit may
 still be running), and after each chunk of a sequential run it asks whether to stop. The
-parent owns those decisions (evals.preflight.checks, evals.run.arms). A question is one
+parent owns those decisions (evals.preflight.checks, evals.dispatch.arms). A question is one
 stdout line, `[evals-ask] {json}`, which the launcher reads anyway; the answer is a JSON
 file the launcher writes into the arm's `asks/` folder, which the worker waits for. An
 answer of `null` means the parent has no say: the worker goes on as it would alone. A

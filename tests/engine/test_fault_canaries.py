@@ -20,7 +20,8 @@ import pytest
 import yaml
 from engine_helpers import CPU_ENV, ENGINE, MODEL, REPO, run_cli, save_artifact, write_config
 
-from evals.record.records import CANARY, STUDY
+from evals.record.canary_record import read_canary_record
+from evals.record.schemas import CANARY, STUDY
 
 # enforce_eager: these tests check accuracy faults, not compilation (a quicker engine start)
 EAGER = {**ENGINE, "enforce_eager": True, "block_size": 32}
@@ -55,6 +56,8 @@ def canary(shared):
 
 def test_canary_catches_every_harmful_fault_and_not_the_benign_one(canary):
     result, canary_dir, data = canary
+    # the one reader takes the real canary.json as written
+    assert read_canary_record(canary_dir / "canary.json").model_dump() == data
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     assert "Traceback" not in result.stderr
     faults = {f["fault"]: f for f in data["faults"]}

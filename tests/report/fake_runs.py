@@ -1,7 +1,7 @@
 """Run directories for the report tests, made by the real pipeline from hand-built samples.
 
 Only the samples are fake: two tiny `ArmSamples` stand in for what lm-eval would have
-logged, then `evals.comparison.finish` pairs, analyses, decides and writes the run
+logged, then `evals.pipelines.finish.finish` pairs, analyses, decides and writes the run
 directory exactly as a real run does (including calling `write_reports`).
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from evals.comparison import finish
+from evals.pipelines.finish import finish
 from evals.plan.config import GateConfig, TaskSpec
 from evals.pair.samples import ArmSamples, SampleRecord
 

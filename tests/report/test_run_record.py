@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from evals.comparison import run_compare
+from evals.pipelines.compare import run_compare
 from evals.errors import UserError
 from evals.plan.config import GateConfig
-from evals.record.records import SUMMARY
+from evals.record.schemas import SUMMARY
 from evals.record.run_record import SUMMARY_FILE, read_paired_items, read_run_record
 from evals.record.run_record_model import RunRecord
 from evals.report import write_reports

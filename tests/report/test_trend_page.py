@@ -113,7 +113,7 @@ def drift_store(tmp_path_factory):
     recorded too; it is not part of the drift series."""
     from synthetic_runs import paired_task
 
-    from evals.analyse.analysis import analyse_task
+    from evals.analyse.task_analysis import analyse_task
     from evals.decide.drift import apply_chart, chart_tasks, history_points, summary_extras
     from evals.decide.verdict import decide
 

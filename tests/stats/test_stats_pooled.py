@@ -11,7 +11,7 @@ import pytest
 from scipy import stats as sps
 from statsmodels.stats.contingency_tables import StratifiedTable
 
-from evals.analyse.analysis import analyse_task
+from evals.analyse.task_analysis import analyse_task
 from evals.pair.pairing import PairedTask
 from evals.stats import FlipCounts, pooled_mcnemar
 from evals.decide.verdict import Verdict, decide
@@ -51,8 +51,8 @@ def template():
                    baseline=np.array([1.0, 0, 1, 0]), candidate=np.array([1.0, 0, 1, 0]),
                    baseline_records=(), candidate_records=())
     with pytest.MonkeyPatch.context() as patch:  # no sample records: no label/length analysis
-        patch.setattr("evals.analyse.analysis._labels", lambda p: None)
-        patch.setattr("evals.analyse.analysis._lengths", lambda p: None)
+        patch.setattr("evals.analyse.task_analysis._labels", lambda p: None)
+        patch.setattr("evals.analyse.task_analysis._lengths", lambda p: None)
         return analyse_task(p, gated=True, alpha=0.05, margin=0.03, seed=1, n_resamples=100)
 
 

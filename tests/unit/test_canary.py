@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from reference_power import exact_mcnemar_power
 
-from evals.canary import (default_faults, faulty_config, min_detectable_rate, parse_fault_args,
-                          render_canary_table)
+from evals.plan.canary import default_faults, faulty_config, parse_fault_args
+from evals.record.canary_record import CanaryRecord, min_detectable_rate
 from evals.plan.config import load_config
 from evals.errors import UserError
 from evals.record.run_record_model import TaskRecord
-from evals.report.canary import build_canary_page, render_canary
+from evals.report.canary import build_canary_page, render_canary, render_canary_table
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -114,12 +114,12 @@ def _canary_data() -> dict:
 
 def test_table_and_page_from_canary_json():
     data = _canary_data()
-    table = render_canary_table(data)
+    table = render_canary_table(CanaryRecord.model_validate(data))
     assert re.search(r"prefix_hit_overrun \(only with spec decode\)\s+0\.25\s+yes\s+REGRESSION",
                      table)
     assert "benign_tie_noise" in table and "> 1 (not within reach)" in table
     assert "canary PASSED" in table
-    html = render_canary(build_canary_page(data))
+    html = render_canary(build_canary_page(CanaryRecord.model_validate(data)))
     assert "<script>alert(1)</script>" not in html and "&lt;script&gt;" in html
     assert 'href="../r-fault/report.html"' in html and "0.061" in html
 
@@ -144,6 +144,6 @@ def test_page_shows_the_clean_runs_exercise_record():
                              "gated": True, "queried_tokens": 1000.0, "cached_tokens": 823.0,
                              "drafted_tokens": 0.0, "accepted_tokens": 0.0,
                              "preemptions": 0.0, "cached_share": 0.823, "acceptance": None}]}
-    html = render_canary(build_canary_page(data))
+    html = render_canary(build_canary_page(CanaryRecord.model_validate(data)))
     assert "tiny_reviews_shared_prefix" in html and "82.3%" in html
     assert "prefix caching" in html

@@ -1,4 +1,4 @@
-"""The parent side of arms side by side (evals.run.concurrent): the device plan of this
+"""The parent side of arms side by side (evals.dispatch.concurrent): the device plan of this
 machine and what an arm may not set itself."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 from evals.errors import UserError
 from evals.plan.arm_spec import ArmSpec
-from evals.run.concurrent import device_plan, run_side_by_side
+from evals.dispatch.concurrent import device_plan, run_side_by_side
 from evals.runner.asks import MODEL_READY
 
 
@@ -59,7 +59,7 @@ def test_bad_parallel_sizes_and_too_big_arms_are_bad_input(cpu_machine):
 
 @pytest.fixture
 def one_gpu_machine(monkeypatch):
-    monkeypatch.setattr("evals.run.concurrent.gpu_count", lambda: 1)
+    monkeypatch.setattr("evals.dispatch.concurrent.gpu_count", lambda: 1)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
 
 
@@ -113,7 +113,7 @@ def fake_arms(monkeypatch, start_seconds: float, items_seconds: dict | None = No
         log.append((spec.arm, "ended", time.monotonic()))
         return spec.arm
 
-    monkeypatch.setattr("evals.run.concurrent.run_arm", run_arm)
+    monkeypatch.setattr("evals.dispatch.concurrent.run_arm", run_arm)
     return log
 
 
@@ -157,7 +157,7 @@ def test_an_arm_sharing_a_gpu_shuts_down_only_when_no_engine_there_starts(one_gp
 
 
 def test_arms_on_their_own_gpus_start_together(monkeypatch):
-    monkeypatch.setattr("evals.run.concurrent.gpu_count", lambda: 2)
+    monkeypatch.setattr("evals.dispatch.concurrent.gpu_count", lambda: 2)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     log = fake_arms(monkeypatch, 0.3)
     specs = {n: spec(n, gpu_memory_utilization=0.45) for n in "ab"}

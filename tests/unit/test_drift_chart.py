@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from synthetic_runs import PlantedTask, paired_task, write_synthetic_run  # noqa: E402
 
 from evals import stats  # noqa: E402
-from evals.analyse.analysis import analyse_task  # noqa: E402
+from evals.analyse.task_analysis import analyse_task  # noqa: E402
 from evals.decide.drift import apply_chart, chart_tasks, history_points, paired_standard_error  # noqa: E402
 from evals.store import RunStore  # noqa: E402
 from evals.decide.verdict import Verdict, decide  # noqa: E402
@@ -24,8 +24,8 @@ from evals.decide.verdict import Verdict, decide  # noqa: E402
 
 @pytest.fixture(autouse=True)
 def no_records(monkeypatch):
-    monkeypatch.setattr("evals.analyse.analysis._labels", lambda p: None)
-    monkeypatch.setattr("evals.analyse.analysis._lengths", lambda p: None)
+    monkeypatch.setattr("evals.analyse.task_analysis._labels", lambda p: None)
+    monkeypatch.setattr("evals.analyse.task_analysis._lengths", lambda p: None)
 
 
 def _weeks(tmp_path: Path, store: RunStore, lost: int, gained: int, weeks: int = 10) -> None:

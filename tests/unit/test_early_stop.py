@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from evals import stats
-from evals.analyse.analysis import analyse_task
+from evals.analyse.task_analysis import analyse_task
 from evals.pair.pairing import PairedTask
 from evals.analyse.early_stop import chunks, first_items, item_order, sequential_for_task
 from evals.plan.schedule import final_alpha, look_alpha
@@ -16,8 +16,8 @@ from evals.decide.verdict import Verdict, decide
 
 @pytest.fixture(autouse=True)
 def no_records(monkeypatch):
-    monkeypatch.setattr("evals.analyse.analysis._labels", lambda p: None)
-    monkeypatch.setattr("evals.analyse.analysis._lengths", lambda p: None)
+    monkeypatch.setattr("evals.analyse.task_analysis._labels", lambda p: None)
+    monkeypatch.setattr("evals.analyse.task_analysis._lengths", lambda p: None)
 
 
 def _run(task: str, n_items: int, used: int, p_base: float, p_loss: float, p_gain: float,

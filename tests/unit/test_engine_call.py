@@ -114,7 +114,7 @@ class _Passing:
 
 
 def test_a_study_stops_arms_vllm_resolves_alike_unless_an_adapter_differs(monkeypatch):
-    from evals import study_pipeline as study_run
+    from evals.preflight import study_checks as study_run
     from evals.errors import UserError
     from evals.plan.study import load_run_config
     from evals.runner.config_resolver import ResolvedArm
@@ -136,7 +136,7 @@ def _two_arms(tmp_path, candidate: dict):
     import json
 
     from evals.plan.config import load_config
-    from evals.run.arms import arm_specs
+    from evals.dispatch.arms import arm_specs
 
     path = tmp_path / "c.yaml"
     path.write_text(json.dumps({
@@ -197,12 +197,13 @@ def test_an_adapter_only_difference_is_one_measurement_apart_in_ab_and_in_a_stud
     every arm and of each comparison) accept them alike; without the adapter both stop."""
     import json
 
-    from evals import study_pipeline
+    from evals.preflight import study_checks
+    from evals.dispatch.arms import study_specs
     from evals.errors import UserError
     from evals.plan.config import load_config
     from evals.plan.study import load_run_config
     from evals.preflight import checks
-    from evals.run.arms import arm_specs
+    from evals.dispatch.arms import arm_specs
 
     monkeypatch.setattr(checks, "resolve_arms", _resolve_from_the_call)
     adapter = tmp_path / "adapter"
@@ -230,9 +231,9 @@ def test_an_adapter_only_difference_is_one_measurement_apart_in_ab_and_in_a_stud
         loaded = load_run_config(write("study", {
             "baseline": {"engine": engine}, "adapted": {"engine": engine, **adapted},
             "more_seqs": {"engine": {"max_num_seqs": 16}}}))
-        specs = study_pipeline.study_specs(loaded, tmp_path / "study-run")
-        study_pipeline.check_study_arms_differ(loaded, specs)
-        study_pipeline.study_audit(loaded, specs, allow_undeclared=False, echo=quiet)
+        specs = study_specs(loaded, tmp_path / "study-run")
+        study_checks.check_study_arms_differ(loaded, specs)
+        study_checks.study_audit(loaded, specs, allow_undeclared=False, echo=quiet)
 
     ab({"lora_adapter": str(adapter)})
     study({"lora_adapter": str(adapter)})

@@ -5,7 +5,8 @@ tests/engine/test_canary.py)."""
 
 from __future__ import annotations
 
-from evals.analyse.exercise import FP8_KV_CACHE, PREFIX_CACHING, SPEC_DECODE, assess, declared_optimizations
+from evals.analyse.exercise import assess
+from evals.plan.optimizations import FP8_KV_CACHE, PREFIX_CACHING, SPEC_DECODE, declared_optimizations
 from evals.decide.verdict import RunVerdict, Verdict, apply_exercise_gate
 
 MTP = {"method": "mtp", "num_speculative_tokens": 1}

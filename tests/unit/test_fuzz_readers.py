@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evals.analyse.analysis import analyse_task
+from evals.analyse.task_analysis import analyse_task
 from evals.cli import main
 from evals.errors import UserError
 from evals.pair.metric_scale import normalise_metric

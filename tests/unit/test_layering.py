@@ -11,8 +11,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "evals"
 DOWNSTREAM_OF_THE_RUNNER = ("evals.pair.pairing", "evals.pair.metric_scale", "evals.analyse",
                             "evals.decide", "evals.report", "evals.store", "evals.stats",
-                            "evals.record.run_record", "evals.comparison", "evals.run",
-                            "evals.canary")
+                            "evals.record.run_record", "evals.pipelines", "evals.dispatch")
 
 
 # The stages in the order the data flows; a module may import its own stage, an earlier
@@ -24,18 +23,18 @@ STAGES = (
     # the worker side: the one door to lm-eval and vLLM, also for the preflight's audit
     ("arm runs, worker side", ("evals.runner", "evals.faults.vllm_plugin")),
     ("preflight", ("evals.preflight",)),
-    ("arm runs, parent side", ("evals.run",)),
+    ("arm runs, parent side", ("evals.dispatch",)),
     ("paired samples", ("evals.pair",)),
     ("analysis", ("evals.analyse",)),
     ("verdict", ("evals.decide",)),
     ("record", ("evals.record",)),
     ("report and history", ("evals.report", "evals.store")),
-    ("pipelines", ("evals.comparison", "evals.study_pipeline", "evals.canary", "evals.cli",
+    ("pipelines", ("evals.pipelines", "evals.cli",
                    "evals.__main__")),
 )
 SHARED = ("evals", "evals.errors", "evals.paths", "evals.atomic_files", "evals.hardware",
           "evals.text_hygiene", "evals.faults", "evals.faults.catalog",
-          "evals.record.records",  # every stored record's schema version
+          "evals.record.schemas",  # every stored record's schema version
           "evals.runner.vllm_compat")  # the supported vLLM range, read by the fault catalog
 
 

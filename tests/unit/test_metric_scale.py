@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evals.analyse.analysis import analyse_task
+from evals.analyse.task_analysis import analyse_task
 from evals.errors import UserError
 from evals.pair.metric_scale import normalise_metric
 from evals.pair.pairing import PairedTask
@@ -21,8 +21,8 @@ def _paired(baseline, candidate) -> PairedTask:
 
 @pytest.fixture(autouse=True)
 def no_records(monkeypatch):
-    monkeypatch.setattr("evals.analyse.analysis._labels", lambda p: None)
-    monkeypatch.setattr("evals.analyse.analysis._lengths", lambda p: None)
+    monkeypatch.setattr("evals.analyse.task_analysis._labels", lambda p: None)
+    monkeypatch.setattr("evals.analyse.task_analysis._lengths", lambda p: None)
 
 
 def test_a_0_100_metric_is_reported_in_points_once():

@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from synthetic_runs import PlantedTask, write_synthetic_run  # noqa: E402
 
 from evals.plan.arm_spec import ArmSpec  # noqa: E402
-from evals.run.reuse import reuse_finished_tasks  # noqa: E402
+from evals.dispatch.reuse import reuse_finished_tasks  # noqa: E402
 from evals.runner.layout import ArmLayout  # noqa: E402
 from evals.pair.samples import read_output_dir  # noqa: E402
 from evals.store import RunStore  # noqa: E402

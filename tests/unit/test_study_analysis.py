@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from statsmodels.stats.multitest import multipletests
 
-from evals.analyse.analysis import analyse_task
+from evals.analyse.task_analysis import analyse_task
 from synthetic_runs import PlantedTask, paired_task, study_record
 from evals.analyse.interaction import task_interaction
 from evals.decide.verdict import decide, study_family

@@ -13,8 +13,8 @@ from evals.errors import UserError
 from evals.plan.arm_spec import ArmSpec
 from evals.plan.config import load_config
 from evals.plan.study import Study, load_run_config
-from evals.run.arms import run_id_for
-from evals.study_pipeline import check_study_arms_differ
+from evals.dispatch.arms import run_id_for
+from evals.preflight.study_checks import check_study_arms_differ
 
 REPO = Path(__file__).resolve().parents[2]
 MTP = {"speculative_config": {"method": "mtp", "num_speculative_tokens": 1}}

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from statsmodels.stats.multitest import multipletests
 
-from evals.analyse.analysis import analyse_task
+from evals.analyse.task_analysis import analyse_task
 from evals.pair.pairing import PairedTask
 from evals.decide.verdict import Verdict, decide
 
@@ -33,8 +33,8 @@ def analyse(p: PairedTask, gated: bool = True, margin: float = 0.03):
 @pytest.fixture(autouse=True)
 def no_records(monkeypatch):
     # these PairedTasks carry no sample records: skip the label and length analyses
-    monkeypatch.setattr("evals.analyse.analysis._labels", lambda p: None)
-    monkeypatch.setattr("evals.analyse.analysis._lengths", lambda p: None)
+    monkeypatch.setattr("evals.analyse.task_analysis._labels", lambda p: None)
+    monkeypatch.setattr("evals.analyse.task_analysis._lengths", lambda p: None)
 
 
 def test_clear_drop_is_a_regression_naming_the_task():
@@ -129,7 +129,7 @@ def test_every_degenerate_table_gets_a_verdict(name, baseline, candidate, expect
 
 
 def test_floor_ceiling_and_constant_classifier_are_warned():
-    from evals.analyse.analysis import LabelAnalysis
+    from evals.analyse.task_analysis import LabelAnalysis
     from evals.analyse.task_warnings import task_warnings
 
     floor = analyse(paired("floor", [0] * 50, [0] * 50))

@@ -9,7 +9,7 @@ The kinds, where they live and who writes them:
 |---------------|------------------------------------|----------------------------|
 | arm spec      | <arm>/spec.json                    | evals.plan.arm_spec.ArmSpec     |
 | arm manifest  | <arm>/manifest.json                | the runner's worker        |
-| task marker   | <arm>/tasks/<task>.json            | the worker; evals.run.reuse    |
+| task marker   | <arm>/tasks/<task>.json            | the worker; evals.dispatch.reuse    |
 | chunk marker  | <arm>/chunks/<task>/<k>/done.json  | the worker                 |
 | speed record  | <arm>/speed/<task>.json            | the worker                 |
 | fault tally   | <arm>/fault_tally/<pid>.json       | evals.faults.vllm_plugin   |
@@ -18,7 +18,7 @@ The kinds, where they live and who writes them:
 | summary       | <run>/summary.json                 | evals.record.run_record           |
 | paired items  | <run>/paired_items.jsonl (line 1)  | evals.record.run_record           |
 | store manifest| <store>/runs/<id>/manifest.json    | evals.store                |
-| canary record | <canary>/canary.json               | evals.canary               |
+| canary record | <canary>/canary.json               | evals.pipelines.canary     |
 
 The run store's SQLite index and its Parquet items table carry their version in their
 own metadata (evals.store._index, evals.store._items) and check it the same way.

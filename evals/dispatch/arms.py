@@ -13,10 +13,11 @@ from pathlib import Path
 
 from evals.plan.arm_spec import ArmSpec, package_versions
 from evals.plan.config import DEFAULT_TASKS_DIR, ABConfig
+from evals.plan.study import Study
 from evals.errors import UserError
 from evals.paths import ARMS
-from evals.record.records import SPEED_RECORD
-from evals.run.reuse import reuse_finished_tasks
+from evals.record.schemas import SPEED_RECORD
+from evals.dispatch.reuse import reuse_finished_tasks
 from evals.runner.asks import Answerer
 from evals.runner.launch import arm_is_complete, run_arms_in_turn
 from evals.runner.layout import ArmLayout
@@ -61,9 +62,21 @@ def arm_specs(config: ABConfig, run_dir: Path) -> dict[str, ArmSpec]:
     return specs
 
 
+
+def study_specs(study: Study, run_dir: Path) -> dict:
+    """Every arm's spec, the baseline first; each arm runs once, into `arms/<arm>/`."""
+    specs = {}
+    for arm, comparison in study.comparisons.items():
+        pair = arm_specs(comparison, run_dir)
+        if not specs:
+            specs[study.baseline] = replace(pair["baseline"], arm=study.baseline,
+                                            output_dir=str(run_dir / "arms" / study.baseline))
+        specs[arm] = replace(pair["candidate"], arm=arm, output_dir=str(run_dir / "arms" / arm))
+    return specs
+
 def reuse_from_store(specs: dict[str, ArmSpec], store, echo) -> dict[str, dict[str, str]]:
     """Copies every task result the run store holds under the same content key into the
-    arms' directories (evals.run.reuse); a broken store is a warning, never a failure."""
+    arms' directories (evals.dispatch.reuse); a broken store is a warning, never a failure."""
     reused: dict[str, dict[str, str]] = {}
     for name, spec in specs.items():
         try:
@@ -129,10 +142,10 @@ def manifests_of(layouts: dict[str, ArmLayout], specs: dict[str, ArmSpec]) -> di
 
 def run_arms_on_ray(config: ABConfig, specs: dict[str, ArmSpec], echo,
                     executor) -> tuple[dict, dict, dict]:
-    """The arms as Ray tasks (evals.run.ray_executor); a failed arm fails the run (exit 4)
+    """The arms as Ray tasks (evals.dispatch.ray_executor); a failed arm fails the run (exit 4)
     after the others finished, and a rerun resumes it."""
     from evals.errors import RunFailed
-    from evals.run.ray_executor import submit_arms
+    from evals.dispatch.ray_executor import submit_arms
 
     dirs, failed, record = submit_arms(specs, address=executor.address,
                                        parallel=executor.parallel, echo=echo,

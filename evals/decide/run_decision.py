@@ -1,0 +1,48 @@
+"""The decide stage of one comparison: the statistical gate (evals.decide.verdict), then the
+gate list (evals.decide.gates): speed, exercise, the drift chart, the log-probability
+shift."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from evals.analyse.task_analysis import TaskAnalysis, task_rng
+from evals.analyse.exercise import ExerciseReport
+from evals.analyse.speed import compare_speed
+from evals.decide.drift import DriftInput, apply_chart, chart_tasks, summary_extras
+from evals.decide.gates import Gate, run_gates
+from evals.decide.verdict import apply_exercise_gate, apply_shift_gate, apply_speed_gate, decide
+from evals.paths import ARMS
+from evals.plan.config import GateConfig
+
+
+def decide_run(analyses: list[TaskAnalysis], gate: GateConfig, seed: int,
+               manifests: dict[str, dict], *, run_id: str, speed: dict[str, dict] | None = None,
+               exercise: ExerciseReport | None = None, drift: DriftInput | None = None,
+               study_adjusted: dict[str, float] | None = None,
+               shifted_tasks: list[tuple[str, float]] = ()):
+    """The statistical gate, then the gate list (evals.decide.gates). Returns the verdict, the
+    steps and what the gates add to the summary (`speed`, `drift`)."""
+    gates: list[Gate] = []
+    extras: dict = {}
+    if speed:
+        speedup = compare_speed(
+            speed.get("baseline", {}), speed.get("candidate", {}),
+            spec_decode={a: manifests.get(a, {}).get("spec_decode") for a in ARMS},
+            rng=task_rng(seed, "speed"), confidence=1 - 2 * gate.alpha,
+            min_speedup=gate.min_speedup)
+        extras["speed"] = speedup
+        gates.append(Gate("speed", partial(apply_speed_gate, speed=speedup)))
+    if exercise is not None:
+        gates.append(Gate("exercise", partial(apply_exercise_gate, report=exercise)))
+    if drift is not None:
+        d = drift
+        charts = chart_tasks(analyses, d.history, lam=d.lam, L=d.L, run_id=run_id)
+        extras.update(summary_extras(d.deployment, d.golden_run, d.arm, charts))
+        gates.append(Gate("drift chart", partial(apply_chart, charts=charts)))
+    first = decide(analyses, alpha=gate.alpha, margin=gate.margin, correction=gate.correction,
+                   pooled=gate.pooled, study_adjusted=study_adjusted)
+    if gate.logprob == "fail":
+        gates.append(Gate("logprob shift", partial(apply_shift_gate, shifted=shifted_tasks)))
+    verdict, steps = run_gates(first, gates)
+    return verdict, steps, extras

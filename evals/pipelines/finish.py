@@ -1,0 +1,92 @@
+"""The end every comparison shares: pair the items, analyse each task, decide (the
+statistical gate, then the gate list), record (summary.json, paired_items.jsonl) and
+report. `ab`, `drift`, `compare` and each comparison of a study end here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from evals.analyse.comparison_analysis import Analysed, pair_and_analyse
+from evals.analyse.exercise import ExerciseReport
+from evals.analyse.shift import adjust, shifted
+from evals.decide.drift import DriftInput
+from evals.decide.run_decision import decide_run
+from evals.pair.logprobs import TaskLogprobs
+from evals.pair.samples import ArmSamples
+from evals.plan.config import GateConfig, TaskSpec
+from evals.record.platform_record import platform_warnings, run_platform
+from evals.record.run_record import build_summary, shift_record, write_run
+from evals.record.run_record_model import RunRecord
+from evals.report.terminal_table import render_table
+from evals.text_hygiene import visible
+
+
+@dataclass(frozen=True)
+class RunEvidence:
+    """What the run stage found besides the items: it feeds the gates and the summary."""
+
+    sequential: dict | None = None
+    speed: dict[str, dict] | None = None
+    exercise: ExerciseReport | None = None
+    preflight: dict | None = None
+    drift: DriftInput | None = None
+    logprobs: dict[str, dict[str, TaskLogprobs]] | None = None
+    """Each arm's per-token top-k log-probabilities, by task (`logprobs: k`)."""
+
+
+def finish(*, kind: str, run_dir: Path, tasks: list[TaskSpec], gate: GateConfig, seed: int,
+           config_dump: dict, samples: dict[str, ArmSamples], manifests: dict[str, dict],
+           echo=print, evidence: RunEvidence | None = None, analysed: Analysed | None = None,
+           study_adjusted: dict[str, float] | None = None, run_id: str | None = None
+           ) -> RunRecord:
+    """Pair, analyse, decide, record and report one run; its record (whose `exit_code` is
+    its verdict's).
+
+    A study passes each comparison `analysed` already, and its tasks' regression p-values
+    adjusted over the whole study (`study_adjusted`, evals.decide.verdict.study_family),
+    and the comparison's `run_id` (default: the run directory's name)."""
+    evidence = evidence or RunEvidence()
+    if analysed is None:
+        analysed = pair_and_analyse(run_dir, tasks, gate, seed, samples, evidence.sequential,
+                                    evidence.logprobs)
+    shifts = adjust(analysed.shifts, gate.alpha)
+    gated = {t.name for t in tasks if t.gate}
+    shifted_tasks = [(s.task, s.pvalue_adjusted) for s in shifts
+                     if s.task in gated and shifted(s, gate.alpha)]
+    paired, analyses, cache_checks = analysed.paired, analysed.analyses, analysed.cache_checks
+    warnings = list((evidence.preflight or {}).get("warnings", [])) + analysed.warnings
+    verdict, steps, extras = decide_run(
+        analyses, gate, seed, manifests, run_id=run_dir.name, speed=evidence.speed,
+        exercise=evidence.exercise, drift=evidence.drift, study_adjusted=study_adjusted,
+        shifted_tasks=shifted_tasks)
+    if gate.logprob == "warn":
+        regressed = {t.task for t in verdict.tasks if t.verdict.value == "REGRESSION"}
+        warnings.extend(
+            f"task {task}: the token distributions shifted beyond the A/A noise floor "
+            f"(Holm p={p:.2g}) - accuracy does not show it (gate.logprob: warn)"
+            for task, p in shifted_tasks if task not in regressed)
+    if evidence.exercise is not None:
+        warnings.extend(evidence.exercise.warnings)
+    platform = run_platform(kind, manifests)
+    warnings.extend(platform_warnings(manifests))
+    speedup = extras.pop("speed", None)
+    summary = build_summary(
+        kind=kind, run_id=run_id or run_dir.name, config=config_dump, analyses=analyses, verdict=verdict,
+        arms=manifests, sources={name: s.source for name, s in samples.items()},
+        warnings=warnings, speed=speedup, cache_stress=cache_checks, platform=platform,
+        drift=extras.get("drift"), gates=steps,
+        exercise=evidence.exercise.to_dict() if evidence.exercise is not None else None,
+        faults={arm: m["faults"] for arm, m in manifests.items() if m.get("faults")},
+        preflight=({k: v for k, v in evidence.preflight.items() if k != "warnings"}
+                   if evidence.preflight else None),
+        shift={"gate": gate.logprob, "alpha": gate.alpha,
+               "tasks": [shift_record(s) for s in shifts], "notes": analysed.shift_notes})
+    write_run(run_dir, summary, paired)
+    from evals.report import write_reports  # rendering is the last step of the flow
+    written = write_reports(run_dir)
+    echo(render_table(summary))
+    for warning in warnings:
+        echo(visible(f"warning: {warning}"))
+    echo(f"report: {written['html']}")
+    return summary
