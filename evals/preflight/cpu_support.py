@@ -113,10 +113,9 @@ HYBRID_MODEL_TYPES = {"qwen3_next", "qwen3_5", "qwen3_5_moe", "jamba", "bamba", 
 
 def hybrid_model(model: str) -> bool:
     """A local checkpoint with state-space (GDN / Mamba) layers, from its config.json."""
-    config = _model_config(model)
-    if not config:
+    text = _text_config(model)
+    if not text:
         return False
-    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
     kinds = set(text.get("layer_types") or ()) | set(text.get("layers_block_type") or ())
     return bool(kinds & STATE_SPACE_LAYERS) or text.get("model_type") in HYBRID_MODEL_TYPES
 
@@ -124,15 +123,23 @@ def hybrid_model(model: str) -> bool:
 def gdn_model(model: str) -> bool:
     """A local checkpoint with Gated DeltaNet layers (`linear_attention` in its config.json,
     or a Qwen3-Next / Qwen3.5 model type)."""
-    config = _model_config(model)
-    if not config:
+    text = _text_config(model)
+    if not text:
         return False
-    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
     return "linear_attention" in set(text.get("layer_types") or ()) or \
         text.get("model_type") in {"qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_5_text"}
 
 
 NOT_BF16 = {"float32", "float", "float16", "half", "fp32", "fp16"}
+
+
+def _text_config(model: str) -> dict | None:
+    """A local checkpoint's language-model config: config.json's `text_config` for a
+    multimodal model, else config.json itself; None for a hub id or an unreadable file."""
+    config = _model_config(model)
+    if not config:
+        return None
+    return config["text_config"] if isinstance(config.get("text_config"), dict) else config
 
 
 def _quantized_kv(dtype: object) -> bool:
