@@ -10,8 +10,9 @@ its own session (process group), and it dies with the server.
 
 A server serves only requests whose environment equals the one it imported under, except
 for the variables read only after the worker starts (`is_late`: the suite's own `EVALS_*`
-variables - the ask folder, the canary's faults, the engine lock, the store - and pytest's
-per-test `PYTEST_CURRENT_TEST`); another environment starts another server. A folder keeps
+variables - the ask folder, the canary's faults, the engine lock, the store -, pytest's
+`PYTEST_*`, and the CI systems' `GITHUB_*` and `GITLAB_*` job variables); another
+environment starts another server. A folder keeps
 at most MAX_SERVERS (each holds ~0.8 GB of imported libraries): starting one more retires
 the least recently used, which takes no new request and ends when its children have ended.
 The request's connection is the child's lifetime: if the launcher goes away, the server
@@ -24,6 +25,9 @@ The socket is in Linux's abstract namespace (no path length limit, nothing left 
 named after DIR and the key; the server serves only processes of its own user (checked
 with SO_PEERCRED). DIR holds each server's pid file (touched at each request: the
 least recently used), log and start lock.
+
+MODULES_JSON lists what the server imports; an entry `module:function` also calls that
+function, without arguments, once the module is imported (work its children then inherit).
 
 `python -m evals.runner.fork_server DIR KEY MODULES_JSON` runs a server (the launcher
 starts it; nobody runs it by hand).
@@ -62,10 +66,16 @@ class ForkServerUnavailable(RuntimeError):
     """The server could not be reached or started; the launcher starts a fresh interpreter."""
 
 
+# Variables nothing reads while a server imports vLLM, torch and lm-eval: the suite's own
+# (read when it uses them), pytest's (the current test, the xdist worker), and the CI
+# systems' description of the job (its run id, the step's summary and output files), which
+# only the suite's CI outputs read (evals.report.ci_outputs)
+LATE_PREFIXES = ("EVALS_", "PYTEST_", "GITHUB_", "GITLAB_")
+
+
 def is_late(name: str) -> bool:
-    """A variable nothing reads while the server imports: the suite reads its own `EVALS_*`
-    variables when it uses them, and pytest sets `PYTEST_CURRENT_TEST` anew for each test."""
-    return name.startswith("EVALS_") or name == "PYTEST_CURRENT_TEST"
+    """A variable nothing reads while the server imports (LATE_PREFIXES)."""
+    return name.startswith(LATE_PREFIXES)
 
 
 def server_key(env: dict[str, str], modules: tuple[str, ...]) -> str:
@@ -269,8 +279,11 @@ def serve(folder: Path, key: str, modules: list[str]) -> int:
     doomed: dict[int, float] = {}  # pid -> when to SIGKILL (its launcher went away)
     try:
         started = time.time()
-        for module in modules:
-            importlib.import_module(module)
+        for entry in modules:  # `module`, or `module:function` to call once imported
+            module, _, function = entry.partition(":")
+            imported = importlib.import_module(module)
+            if function:
+                getattr(imported, function)()
         gc.collect()
         gc.freeze()  # the children's copy-on-write pages stay shared
         print(f"imported {len(modules)} modules in {time.time() - started:.1f} s", flush=True)

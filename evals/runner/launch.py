@@ -66,10 +66,11 @@ def worker_env(spec: ArmSpec) -> dict[str, str]:
 
 WORKER = ["-m", "evals.runner.worker"]  # run by this interpreter, with the arm's spec path
 # An offline worker's imports, done once by a fork server (evals.runner.fork_server) when
-# EVALS_FORK_SERVER is set
+# EVALS_FORK_SERVER is set, and lm-eval's environment report, computed once for them all
 FORK_MODULES = ("lm_eval.tasks", "lm_eval.evaluator", BACKEND_MODULES["offline"],
                 "evals.runner.backends", "evals.runner.config_resolver",
-                "evals.runner.chunk_merge", "evals.pair.samples", "evals.plan.schedule")
+                "evals.runner.chunk_merge", "evals.pair.samples", "evals.plan.schedule",
+                "evals.runner.lm_eval_env:cache_env_info")
 
 
 def start_python(argv: list[str], env: dict[str, str], *, forkable: bool, echo=print,

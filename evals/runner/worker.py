@@ -31,6 +31,7 @@ from evals.runner.config_resolver import engine_arg_names, resolve_report
 from evals.runner.engine_lock import EngineLock
 from evals.runner.fork_server import FORKED_ENV
 from evals.runner.layout import ArmLayout, samples_files
+from evals.runner.lm_eval_env import cache_env_info
 from evals.runner.logprob_capture import write_rows
 from evals.runner.server import ServerFailed
 from evals.runner.task_index import local_task_names
@@ -210,6 +211,7 @@ def run(spec: ArmSpec) -> int:
               f"(searched lm-eval's tasks and {', '.join(spec.include_paths)}).", flush=True)
         return 2
     import_backend(spec.mode)
+    cache_env_info()  # lm-eval's environment report: once, not once per task
     if spec.mode == "offline":
         _resolve_for_parent()
     timeline = {"started": started, "imported": time.time()}
@@ -351,8 +353,9 @@ def exit_now(code: int) -> None:
     vLLM's exit handlers and freeing the engine took ~3.4 s per arm on the 2-core CPU
     machine and keep nothing, and Python's multiprocessing exit handler waits without a
     timeout for every child it started (vLLM's engine core, when it runs in a process of
-    its own: the worker hung there on a GPU). The engine was shut down when the arm's
-    ExitStack closed (evals.runner.vllm_compat.shutdown_engine); a child still alive gets
+    its own: the worker hung there on a GPU). An engine core in a process of its own was
+    shut down when the arm's ExitStack closed (evals.runner.vllm_compat.shutdown_engine),
+    one inside this process ends with it here; a child still alive gets
     CHILD_GRACE_SECONDS to end, then SIGTERM, then SIGKILL, so no engine outlives its arm."""
     import psutil
 

@@ -14,6 +14,11 @@ their own `--store`.
 
 from __future__ import annotations
 
+import fcntl
+import os
+from contextlib import contextmanager
+from pathlib import Path
+
 import numpy as np
 import pytest
 from engine_helpers import ENGINE, MODEL, run_cli, write_config
@@ -43,13 +48,35 @@ def shared_store(tmp_path_factory):
 @pytest.fixture(scope="session", autouse=True)
 def fork_servers(tmp_path_factory):
     """The session's fork servers' folder: every `ab` forks its offline workers from them.
-    They are stopped when the session ends (else they would end after 10 idle minutes)."""
-    folder = tmp_path_factory.mktemp("forks")
+    Under pytest-xdist the workers share one folder (beside their own temporary folders), so
+    both engine streams fork from the same servers and each environment is imported once
+    per session, not once per stream (pytest's own variables do not split a server:
+    evals.runner.fork_server.is_late). The last worker to end stops them (else they would
+    end after IDLE_SECONDS)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if worker else base) / "forks"
+    folder.mkdir(exist_ok=True)
+    users = folder / "users"  # one file per worker using the servers
+    with _folder_lock(folder):
+        users.mkdir(exist_ok=True)
+        (users / (worker or "main")).touch()
     patch = pytest.MonkeyPatch()
     patch.setenv(FORK_SERVER_ENV, str(folder))
     yield folder
-    stop_servers(folder)
     patch.undo()
+    with _folder_lock(folder):
+        (users / (worker or "main")).unlink()
+        last = not any(users.iterdir())
+    if last:
+        stop_servers(folder)
+
+
+@contextmanager
+def _folder_lock(folder: Path):
+    with (folder / "users.lock").open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
 
 
 @pytest.fixture(scope="session")

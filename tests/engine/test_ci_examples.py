@@ -39,11 +39,19 @@ def _a_a_config(directory: Path, name: str) -> Path:
                         limit=ITEMS, expect_identical_arms=True, intended_change=[])
 
 
-def test_release_gate_step_on_the_embedded_model(tmp_path):
+@pytest.fixture(scope="module")
+def shim(tmp_path_factory) -> Path:
+    """One `nox` shim for both tests: the same PATH, so their workers fork from one server
+    (evals.runner.fork_server keys servers by the environment; the job's GITHUB_* variables
+    do not split them)."""
+    return nox_shim(tmp_path_factory.mktemp("bin"))
+
+
+def test_release_gate_step_on_the_embedded_model(tmp_path, shim):
     workflow = load_yaml(GITHUB / "release-gate.yml")
     step = github_step(workflow, "gate", "gate")
     config = _a_a_config(tmp_path, "ci-gate")
-    env = runner_environment(tmp_path / "runner", "101", nox_shim(tmp_path / "bin"))
+    env = runner_environment(tmp_path / "runner", "101", shim)
     env.update(step_environment(workflow, "gate", step, {
         "EVALS_CONFIG": str(config), "EVALS_REPORTS": str(tmp_path / "reports")}))
     result = run_step(step, env)
@@ -64,14 +72,13 @@ def test_release_gate_step_on_the_embedded_model(tmp_path):
                                                 "summary.md"]
 
 
-def test_weekly_drift_keeps_its_store_across_simulated_weeks(tmp_path, degraded_model):
+def test_weekly_drift_keeps_its_store_across_simulated_weeks(tmp_path, degraded_model, shim):
     workflow = load_yaml(GITHUB / "weekly-drift.yml")
     workspace = tmp_path / "workspace"
     state = state_path(workflow, workspace, DEPLOYMENT)
     cache = ActionsCache(state, workspace, tmp_path / "cache")
     (tmp_path / "configs").mkdir()
     config = _a_a_config(tmp_path / "configs", DEPLOYMENT)
-    shim = nox_shim(tmp_path / "bin")
 
     def week(number: int) -> tuple[int, dict, dict, str]:
         result, env = drift_week(workflow, cache, tmp_path / f"runner-{number}", f"10{number}",

@@ -27,6 +27,11 @@ PRELOADED = """
 import os, time
 with open(os.environ["IMPORT_LOG"], "a") as log:
     log.write(f"{os.getpid()}\\n")
+WARMED = []
+
+
+def warm():
+    WARMED.append(os.getpid())
 """
 
 STAND_IN = """
@@ -38,7 +43,9 @@ if mode == "sleep":
 print(json.dumps({"argv": sys.argv[1:], "cwd": os.getcwd(), "name": __name__,
                   "answer": os.environ.get("ANSWER"), "forked": os.environ.get("EVALS_FORKED"),
                   "pid": os.getpid(), "pgid": os.getpgid(0),
-                  "preloaded": "preloaded_mod" in sys.modules}), flush=True)
+                  "preloaded": "preloaded_mod" in sys.modules,
+                  "warmed_in": getattr(sys.modules.get("preloaded_mod"), "WARMED", None)}),
+      flush=True)
 print("to stderr", file=sys.stderr, flush=True)
 sys.exit(int(sys.argv[2]))
 """
@@ -90,8 +97,29 @@ def test_one_import_serves_many_children_and_late_variables_do_not_split(setup):
     assert code == 0 and len((tmp / "imports.log").read_text().split()) == 2
     assert len(list(folder.glob("*.pid"))) == 2
     assert server_key(env, ("m",)) == server_key({**env, "EVALS_FAULTS": "x"}, ("m",))
+    # pytest's xdist worker and a CI job's description are late too: two pytest workers,
+    # or two runs of one workflow, share a server
+    for late in ("PYTEST_XDIST_WORKER", "GITHUB_RUN_ID", "GITHUB_OUTPUT", "GITLAB_CI"):
+        assert server_key(env, ("m",)) == server_key({**env, late: "gw1"}, ("m",)), late
     assert server_key(env, ("m",)) != server_key({**env, "HF_HUB_OFFLINE": "1"}, ("m",))
     assert server_key(env, ("m",)) != server_key(env, ("m", "n"))
+
+
+def test_a_module_function_entry_runs_once_in_the_server_before_its_children(setup):
+    """`module:function`: the server calls it after importing; children inherit its work."""
+    folder, env, tmp = setup
+    pids = set()
+    for _ in range(2):
+        proc, code, out = _run(folder, env, "x", "0", modules=("preloaded_mod:warm",))
+        data = json.loads(out.splitlines()[0])
+        assert code == 0 and data["preloaded"]
+        # called once, in the server (not in the child), before the child was forked
+        assert data["warmed_in"] == [proc.server_pid] != [data["pid"]]
+        pids.add(proc.server_pid)
+    assert len(pids) == 1 and len((tmp / "imports.log").read_text().split()) == 1
+    # a plain `module` entry imports without calling anything
+    _, _, out = _run(folder, env, "x", "0")
+    assert json.loads(out.splitlines()[0])["warmed_in"] == []
 
 
 def test_a_child_whose_launcher_dies_is_stopped(setup):

@@ -112,3 +112,10 @@ def test_shutdown_reaches_the_engine_core_client():
         engine_core=types.SimpleNamespace(shutdown=lambda: stopped.append(True))))
     assert vllm_compat.shutdown_engine(llm) is True and stopped == [True]
     assert vllm_compat.shutdown_engine(types.SimpleNamespace()) is False
+    # an engine core in this very process (vLLM's InprocClient): left to the worker's exit
+    from vllm.v1.engine.core_client import InprocClient
+
+    inproc = InprocClient.__new__(InprocClient)  # no engine built: only its class matters
+    inproc.shutdown = lambda: stopped.append("inproc")
+    llm = types.SimpleNamespace(llm_engine=types.SimpleNamespace(engine_core=inproc))
+    assert vllm_compat.shutdown_engine(llm) is False and stopped == [True]
