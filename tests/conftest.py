@@ -4,9 +4,10 @@
 
 Engines start one at a time on this machine: every test session sets the machine's engine
 lock (evals.runner.engine_lock), so an engine of one pytest worker waits for another's.
-Under pytest-xdist (`nox -s tests` runs `-n 2 --dist loadscope`) the engine tests form two
+Under pytest-xdist (`nox -s tests` runs `-n 3 --dist loadscope`) the engine tests form two
 work units (`ENGINE_STREAMS`), one per worker, whose imports, audits and analyses overlap
-the other's engine; the quick tests fill in around them.
+the other's engine; the third worker runs the quick tests, on the core a stream waiting for
+its engine turn leaves idle.
 
 The tests run with the CI systems' variables removed (the suite writes a job summary,
 annotations and a dotenv when it sees them, evals.report.ci_outputs); a test that checks
@@ -76,7 +77,8 @@ else:
     class EngineStreams(LoadScopeScheduling):
         """The engine tests in two work units (ENGINE_STREAMS), each run in order by one
         worker with its session fixtures; every other test is a unit of its own. The
-        biggest units go out first, so each worker starts on an engine stream. pytest-xdist's
+        biggest units go out first, so the first two workers start on an engine stream and
+        any other worker on the quick tests. pytest-xdist's
         own `xdist_group` mark does not group under pytest 9 (it renames node ids, which
         pytest 9 no longer reads back)."""
 

@@ -13,7 +13,6 @@ import zlib
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 from scipy import stats as sps
 
 from evals import stats
@@ -97,6 +96,8 @@ def task_rng(seed: int, task: str) -> np.random.Generator:
 def _label_codes(raw: list[str], code_of: dict[str, int], other: int) -> np.ndarray:
     """Codes of raw labels after strip().lower(); normalised once per distinct value
     (pandas' hash-based factorize), not once per item."""
+    import pandas as pd  # here: only label tasks need it, and it costs every run ~0.3 s
+
     index, uniques = pd.factorize(np.asarray(raw, dtype=object))
     lookup = np.array([code_of.get(str(u).strip().lower(), other) for u in uniques] or [other],
                       dtype=np.intp)

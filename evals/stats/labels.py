@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 from scipy import stats
 from scipy.sparse import csgraph
-from statsmodels.stats.contingency_tables import SquareTable
 
 from .validation import as_categories
 
@@ -166,6 +165,9 @@ def marginal_homogeneity(
         return MarginalHomogeneityResult(
             0.0, 1.0, 0, method, kept, table, degenerate=f"{reason}; p-value set to 1"
         )
+    # here: only label tasks need statsmodels (and the pandas it imports, ~0.4 s a run)
+    from statsmodels.stats.contingency_tables import SquareTable
+
     n_groups, group = csgraph.connected_components(table + table.T, directed=False)
     df = len(kept) - n_groups
     # Sum the Stuart-Maxwell statistic over groups that exchange items (one group usually).
