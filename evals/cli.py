@@ -241,10 +241,10 @@ def _print_runs(store, entries) -> None:
 
 
 def _ab(args: argparse.Namespace) -> int:
-    from evals.pipelines.ab import run_ab
     from evals.dispatch.executor import Executor
     from evals.plan.study import Study, load_run_config
 
+    # the config first: a bad one exits before the pipeline's imports (scipy, ~1 s)
     config = load_run_config(args.config)
     if args.ray_address and args.executor != "ray":
         raise UserError("--ray-address needs `--executor ray`.")
@@ -274,6 +274,8 @@ def _ab(args: argparse.Namespace) -> int:
     if args.parallel not in (None, 1) and not executor.ray:
         raise UserError("--parallel is for studies (more than two arms or `factorial:`) and "
                         "`--executor ray`; a two-arm config runs its arms one after another.")
+    from evals.pipelines.ab import run_ab
+
     code, run_dir = run_ab(config, _reports_dir(args.reports) or REPORTS_DIR,
                            fresh=args.fresh,
                            store_root=Path(args.store) if args.store else None,
@@ -283,11 +285,12 @@ def _ab(args: argparse.Namespace) -> int:
 
 def _canary(args: argparse.Namespace) -> int:
     from evals.plan.config import load_config
-    from evals.pipelines.canary import run_canary
     from evals.plan.canary import parse_fault_args
 
     config = load_config(args.config)
     faults = parse_fault_args(args.faults) if args.faults else None
+    from evals.pipelines.canary import run_canary
+
     code, _ = run_canary(config, _reports_dir(args.reports) or REPORTS_DIR,
                          faults=faults, store_root=Path(args.store) if args.store else None)
     return int(code)
@@ -295,9 +298,10 @@ def _canary(args: argparse.Namespace) -> int:
 
 def _drift(args: argparse.Namespace) -> int:
     from evals.plan.config import load_config
-    from evals.pipelines.drift import run_drift
 
     config = load_config(args.config)
+    from evals.pipelines.drift import run_drift
+
     code, run_dir = run_drift(config, _reports_dir(args.reports) or REPORTS_DIR,
                               store_root=Path(args.store) if args.store else None,
                               run_id=args.run_id)
@@ -490,7 +494,7 @@ def _verdict_line(path: Path) -> int:
 def _failed(args: argparse.Namespace, code: ExitCode, message: str) -> None:
     """A run command that ended without a verdict still tells the CI system why."""
     if getattr(args, "command", None) in RUN_COMMANDS:
-        from evals.report.ci_outputs import publish_failure
+        from evals.report.ci_writes import publish_failure
 
         publish_failure(code, message)
 

@@ -30,3 +30,15 @@ def visible(value) -> str:
 def one_line(value) -> str:
     """Text on one line with control characters shown as escapes."""
     return visible(" ".join(str(value).split()))
+
+
+_BACKSLASHED = re.compile(r"([\\`*_\[\]|~])")
+_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+
+
+def escape_markdown(value) -> str:
+    """Text that GitHub-flavoured Markdown shows literally, on one line (the report's
+    summary.md and the CI job summary)."""
+    text = visible(" ".join(str(value).split()))
+    text = "".join(_ENTITIES.get(ch, ch) for ch in text)
+    return _BACKSLASHED.sub(r"\\\1", text)

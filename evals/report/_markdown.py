@@ -1,31 +1,22 @@
 """summary.md: the verdict and the task table, short enough for a CI job summary or PR comment.
 
-Every value the template prints goes through `escape_markdown` (the environment's
-`finalize`), the Markdown counterpart of HTML autoescaping: task names and reasons
-can neither open a table cell, emphasis or code span, nor inject HTML. The template
+Every value the template prints goes through `escape_markdown` (evals.text_hygiene; the
+environment's `finalize`), the Markdown counterpart of HTML autoescaping: task names and
+reasons can neither open a table cell, emphasis or code span, nor inject HTML. The template
 never starts a line with a value, so block syntax (`#`, `-`, `1.`) cannot trigger.
 """
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 
 import jinja2
 
 from evals.report._html import TEMPLATES_DIR
 from evals.report._page import ReportPage
-from evals.text_hygiene import visible
+from evals.text_hygiene import escape_markdown
 
-_BACKSLASHED = re.compile(r"([\\`*_\[\]|~])")
-_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
-
-
-def escape_markdown(value) -> str:
-    """Text that GitHub-flavoured Markdown shows literally, on one line."""
-    text = visible(" ".join(str(value).split()))
-    text = "".join(_ENTITIES.get(ch, ch) for ch in text)
-    return _BACKSLASHED.sub(r"\\\1", text)
+__all__ = ["escape_markdown", "render_markdown"]
 
 
 @lru_cache(maxsize=1)

@@ -15,15 +15,15 @@ does nothing.
   `<run dir>/verdict.env`; the paths of junit.xml and of the dotenv are printed.
 
 `verdict_line` is the one-line verdict that `python -m evals gate-config` prints
-(`study_line` for a study; `publish_study` writes a study's CI outputs).
+(`study_line` for a study; `publish_study` writes a study's CI outputs). The writers
+themselves, and the outputs of a run that ended without a verdict, are
+evals.report.ci_writes (light to import: a bad-input exit needs only them).
 """
 
 from __future__ import annotations
 
 import os
-import re
-import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 from evals.decide.verdict import Verdict
@@ -32,16 +32,16 @@ from evals.paths import STUDY_FILE, STUDY_MARKDOWN, STUDY_PAGE
 from evals.record.run_record import SUMMARY_FILE, read_run_record
 from evals.record.run_record_model import RunRecord
 from evals.record.study_record import StudyRecord, read_study_record
-from evals.report._markdown import escape_markdown
 from evals.report._outputs import HTML_FILE, JUNIT_FILE, MARKDOWN_FILE
-from evals.text_hygiene import one_line, visible
+from evals.report.ci_writes import (DOTENV_ENV, DOTENV_FILE, TITLE, append_text, ci_systems,
+                                    shown_path, warn_on_stderr, write_dotenv, dotenv_text,
+                                    publish_failure, workflow_command)
+from evals.text_hygiene import one_line
 
-TITLE = "vllm-regression-evals"
-DOTENV_FILE = "verdict.env"
-DOTENV_ENV = "EVALS_DOTENV"
+__all__ = ["annotations", "dotenv_text", "publish_failure", "publish_run", "publish_study",
+           "run_outcome", "study_line", "verdict_line", "workflow_command"]
+
 _LEVELS = {Verdict.PASS: "notice", Verdict.REGRESSION: "error", Verdict.INCONCLUSIVE: "warning"}
-_FAILURES = {ExitCode.BAD_INPUT: "BAD_INPUT", ExitCode.RUN_FAILED: "RUN_FAILED"}
-_DOTENV_UNSAFE = re.compile(r"[^A-Za-z0-9_.,:/+=@-]")
 
 
 def run_outcome(summary: RunRecord, where: Path) -> tuple[Verdict, ExitCode]:
@@ -62,19 +62,6 @@ def verdict_line(summary: RunRecord, where: Path) -> str:
            f"{one_line(summary.reason)}"
 
 
-def _escape_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def _escape_property(text: str) -> str:
-    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
-
-
-def workflow_command(level: str, message: str, title: str) -> str:
-    """One GitHub Actions annotation, escaped as @actions/core's `issueCommand` does."""
-    return f"::{level} title={_escape_property(visible(title))}::{_escape_data(visible(message))}"
-
-
 def annotations(summary: RunRecord, where: Path) -> list[str]:
     """The run's verdict first, then each gated task that did not pass."""
     verdict, code = run_outcome(summary, where)
@@ -87,64 +74,21 @@ def annotations(summary: RunRecord, where: Path) -> list[str]:
     return lines
 
 
-def dotenv_text(values: Mapping[str, str]) -> str:
-    """KEY=value lines GitLab reads as a dotenv report: one line each, no quotes, no `$`
-    (GitLab would expand it); any other character is replaced by `_`."""
-    return "".join(f"{key}={_DOTENV_UNSAFE.sub('_', str(value))}\n"
-                   for key, value in values.items())
-
-
-def _shown_path(path: Path) -> str:
-    """Relative to the working directory when below it (what a CI job's paths are)."""
-    try:
-        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(path)
-
-
-def _append(path: str, text: str, warn: Callable[[str], None]) -> None:
-    try:
-        with open(path, "a", encoding="utf-8") as handle:
-            handle.write(text)
-    except OSError as exc:
-        warn(f"warning: could not append to $GITHUB_STEP_SUMMARY ({path}): {exc.strerror}")
-
-
-def _write_dotenv(path: Path, values: dict, echo, warn) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(dotenv_text(values), encoding="utf-8")
-    except OSError as exc:
-        warn(f"warning: could not write the dotenv report {path}: {exc.strerror}")
-        return
-    echo(f"dotenv: {_shown_path(path)}")
-
-
-def _warn(message: str) -> None:
-    print(message, file=sys.stderr)
-
-
-def _ci_systems(environ: Mapping[str, str]) -> tuple[bool, bool, str | None]:
-    """Under GitHub Actions, under GitLab CI, and the job summary file (if any)."""
-    return (environ.get("GITHUB_ACTIONS") == "true", bool(environ.get("GITLAB_CI")),
-            environ.get("GITHUB_STEP_SUMMARY"))
-
-
 def _append_file(step_summary: str, markdown: Path, warn) -> None:
     try:
         text = markdown.read_text(encoding="utf-8")
     except OSError as exc:
         warn(f"warning: {markdown}: {exc.strerror}")
     else:
-        _append(step_summary, text.rstrip("\n") + "\n\n", warn)
+        append_text(step_summary, text.rstrip("\n") + "\n\n", warn)
 
 
 def publish_run(run_dir: Path, environ: Mapping[str, str] | None = None, echo=print,
-                warn=_warn) -> None:
+                warn=warn_on_stderr) -> None:
     """The CI outputs of a finished run (see the module docstring). A problem writing them
     is a warning: it never changes the run's exit code."""
     environ = os.environ if environ is None else environ
-    github, gitlab, step_summary = _ci_systems(environ)
+    github, gitlab, step_summary = ci_systems(environ)
     if not (github or gitlab or step_summary):
         return
     run_dir = Path(run_dir)
@@ -160,30 +104,11 @@ def publish_run(run_dir: Path, environ: Mapping[str, str] | None = None, echo=pr
         for line in annotations(summary, run_dir / SUMMARY_FILE):
             echo(line)
     if gitlab:
-        echo(f"junit: {_shown_path(run_dir / JUNIT_FILE)}")
+        echo(f"junit: {shown_path(run_dir / JUNIT_FILE)}")
         target = Path(environ.get(DOTENV_ENV) or run_dir / DOTENV_FILE)
-        _write_dotenv(target, {"EVALS_VERDICT": verdict.value, "EVALS_EXIT_CODE": int(code),
+        write_dotenv(target, {"EVALS_VERDICT": verdict.value, "EVALS_EXIT_CODE": int(code),
                                "EVALS_RUN_ID": summary.run_id,
-                               "EVALS_REPORT": _shown_path(run_dir / HTML_FILE)}, echo, warn)
-
-
-def publish_failure(code: ExitCode, message: str, environ: Mapping[str, str] | None = None,
-                    echo=print, warn=_warn) -> None:
-    """A run that ended without a verdict (bad input, exit 2; a failed run, exit 4): an
-    `::error` annotation and a section in the job summary on GitHub; on GitLab the dotenv
-    (only where `$EVALS_DOTENV` names it: there is no run directory)."""
-    environ = os.environ if environ is None else environ
-    name = _FAILURES.get(ExitCode(code), "RUN_FAILED")
-    what = "bad input" if name == "BAD_INPUT" else "run failed"
-    if environ.get("GITHUB_ACTIONS") == "true":
-        echo(workflow_command("error", message, f"{TITLE}: {what} (exit {int(code)})"))
-    if environ.get("GITHUB_STEP_SUMMARY"):
-        _append(environ["GITHUB_STEP_SUMMARY"],
-                f"## {TITLE}: {what} (exit code {int(code)})\n\n{escape_markdown(message)}\n\n",
-                warn)
-    if environ.get("GITLAB_CI") and environ.get(DOTENV_ENV):
-        _write_dotenv(Path(environ[DOTENV_ENV]),
-                      {"EVALS_VERDICT": name, "EVALS_EXIT_CODE": int(code)}, echo, warn)
+                               "EVALS_REPORT": shown_path(run_dir / HTML_FILE)}, echo, warn)
 
 
 def study_line(study: StudyRecord) -> str:
@@ -193,12 +118,12 @@ def study_line(study: StudyRecord) -> str:
 
 
 def publish_study(study_dir: Path, environ: Mapping[str, str] | None = None, echo=print,
-                  warn=_warn) -> None:
+                  warn=warn_on_stderr) -> None:
     """A study's CI outputs: study.md in the job summary, the study's verdict and each
     comparison's annotations on GitHub; each comparison's junit.xml and the study's verdict
     as the dotenv on GitLab."""
     environ = os.environ if environ is None else environ
-    github, gitlab, step_summary = _ci_systems(environ)
+    github, gitlab, step_summary = ci_systems(environ)
     if not (github or gitlab or step_summary):
         return
     study_dir = Path(study_dir)
@@ -225,9 +150,9 @@ def publish_study(study_dir: Path, environ: Mapping[str, str] | None = None, ech
                 echo(line)
     if gitlab:
         for run_dir in comparisons:
-            echo(f"junit: {_shown_path(run_dir / JUNIT_FILE)}")
+            echo(f"junit: {shown_path(run_dir / JUNIT_FILE)}")
         target = Path(environ.get(DOTENV_ENV) or study_dir / DOTENV_FILE)
-        _write_dotenv(target, {"EVALS_VERDICT": study.verdict,
+        write_dotenv(target, {"EVALS_VERDICT": study.verdict,
                                "EVALS_EXIT_CODE": study.exit_code,
                                "EVALS_RUN_ID": study.run_id,
-                               "EVALS_REPORT": _shown_path(study_dir / STUDY_PAGE)}, echo, warn)
+                               "EVALS_REPORT": shown_path(study_dir / STUDY_PAGE)}, echo, warn)

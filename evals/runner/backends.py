@@ -26,6 +26,7 @@ from evals.runner.engine_call import offline_call, server_call
 from evals.runner.layout import ArmLayout
 from evals.runner.logprob_capture import Capture, generation_params, wrap_generate_until
 from evals.runner.vllm_compat import shutdown_engine
+from evals.runner.worker_imports import BACKEND_MODULES
 
 
 @dataclass
@@ -158,11 +159,6 @@ def _completions_lm(spec: ArmSpec, base_url: str, model_name: str):
         base_url=f"{base_url}/v1/completions", model=model_name, tokenizer=spec.model,
         tokenizer_backend="huggingface", num_concurrent=int(spec.serving.get("concurrency", 8)),
         max_retries=2, max_length=max_length, seed=spec.seed, timeout=900)
-
-
-BACKEND_MODULES = {"offline": "lm_eval.models.vllm_causallms", "hf": "lm_eval.models.huggingface",
-                   "server": "lm_eval.models.openai_completions",
-                   "endpoint": "lm_eval.models.openai_completions"}
 
 
 def import_backend(mode: str) -> None:

@@ -11,7 +11,8 @@ its own session (process group), and it dies with the server.
 A server serves only requests whose environment equals the one it imported under, except
 for the variables read only after the worker starts (`is_late`: the suite's own `EVALS_*`
 variables - the ask folder, the canary's faults, the engine lock, the store -, pytest's
-`PYTEST_*`, and the CI systems' `GITHUB_*` and `GITLAB_*` job variables); another
+`PYTEST_*`, the CI systems' `GITHUB_*` and `GITLAB_*` job variables, and Ray's `RAY_*`);
+another
 environment starts another server. A folder keeps
 at most MAX_SERVERS (each holds ~0.8 GB of imported libraries): starting one more retires
 the least recently used, which takes no new request and ends when its children have ended.
@@ -55,7 +56,7 @@ from pathlib import Path
 FORK_SERVER_ENV = "EVALS_FORK_SERVER"  # a folder: fork offline workers from a server there
 FORKED_ENV = "EVALS_FORKED"  # set in a forked child: the server's pid
 IDLE_SECONDS = 300.0
-MAX_SERVERS = 3  # per folder
+MAX_SERVERS = 4  # per folder
 START_TIMEOUT = 60.0  # for the server's socket to appear (its imports come after)
 IMPORT_TIMEOUT = 900.0  # for its first fork, after its imports
 STOP_GRACE = 20.0  # SIGTERM, then SIGKILL, for a child whose launcher went away
@@ -67,10 +68,12 @@ class ForkServerUnavailable(RuntimeError):
 
 
 # Variables nothing reads while a server imports vLLM, torch and lm-eval: the suite's own
-# (read when it uses them), pytest's (the current test, the xdist worker), and the CI
+# (read when it uses them), pytest's (the current test, the xdist worker), the CI
 # systems' description of the job (its run id, the step's summary and output files), which
-# only the suite's CI outputs read (evals.report.ci_outputs)
-LATE_PREFIXES = ("EVALS_", "PYTEST_", "GITHUB_", "GITLAB_")
+# only the suite's CI outputs read (evals.report.ci_outputs), and Ray's, which only Ray
+# reads, once imported (no module a server imports imports Ray; `--executor ray` sets
+# some in its own process: `import ray` sets RAY_CLIENT_MODE)
+LATE_PREFIXES = ("EVALS_", "PYTEST_", "GITHUB_", "GITLAB_", "RAY_")
 
 
 def is_late(name: str) -> bool:
@@ -90,12 +93,26 @@ def server_key(env: dict[str, str], modules: tuple[str, ...]) -> str:
 
 class ForkedProcess:
     """A forked child, as much of `subprocess.Popen` as the launcher uses: `pid`, `stdout`
-    (text), `returncode`, `poll()` and `wait(timeout)`. Its pid leads its own process group."""
+    (text), `returncode`, `poll()`, `wait(timeout)`, `send_signal`, `terminate` and `kill`.
+    Its pid leads its own process group."""
 
     def __init__(self, conn: socket.socket, pid: int, stdout, server_pid: int):
         self._conn, self.pid, self.stdout, self.server_pid = conn, pid, stdout, server_pid
         self.returncode: int | None = None
         self.args = ["fork", str(server_pid)]
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is None:
+            try:
+                os.kill(self.pid, sig)
+            except ProcessLookupError:  # ended; its exit code is on its way
+                pass
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
 
     def poll(self) -> int | None:
         if self.returncode is None and select.select([self._conn], [], [], 0)[0]:
@@ -392,6 +409,9 @@ def _run_child(request: dict, out_fd: int) -> int:
 
     from evals.runner.parent_death import terminate_with_parent
 
+    # first: setproctitle finds the memory it writes the title to through the environment
+    # the server started with, which is replaced below
+    _set_title(["python", *request["argv"]])
     os.setsid()
     terminate_with_parent()  # dies with the server
     # the signal handling of a fresh interpreter, not the server's
@@ -421,6 +441,16 @@ def _run_child(request: dict, out_fd: int) -> int:
         code = 1
     atexit._run_exitfuncs()  # as the interpreter would at exit
     return code
+
+
+def _set_title(argv: list[str]) -> None:
+    """The child's command line, as `ps` and psutil show it: the command it runs, not the
+    server's (setproctitle, which vLLM installs; without it the server's stays)."""
+    try:
+        import setproctitle
+    except ImportError:
+        return
+    setproctitle.setproctitle(" ".join(argv))
 
 
 def _exit_code(value) -> int:

@@ -28,9 +28,9 @@ from evals.faults.catalog import encode_env
 from evals.runner import fork_server
 from evals.runner.asks import (ASK_DIR_ENV, ASK_PREFIX, ENDED, ENGINE_TURN, GO, RELEASE,
                                Answerer, answer_line)
-from evals.runner.backends import BACKEND_MODULES
 from evals.runner.layout import ArmLayout
 from evals.runner.parent_death import terminate_with_parent
+from evals.runner.worker_imports import FORK_MODULES
 
 BAD_INPUT_PREFIX = "[evals-bad-input] "  # the worker's marker for a bad-input message
 
@@ -65,12 +65,9 @@ def worker_env(spec: ArmSpec) -> dict[str, str]:
 
 
 WORKER = ["-m", "evals.runner.worker"]  # run by this interpreter, with the arm's spec path
-# An offline worker's imports, done once by a fork server (evals.runner.fork_server) when
-# EVALS_FORK_SERVER is set, and lm-eval's environment report, computed once for them all
-FORK_MODULES = ("lm_eval.tasks", "lm_eval.evaluator", BACKEND_MODULES["offline"],
-                "evals.runner.backends", "evals.runner.config_resolver",
-                "evals.runner.chunk_merge", "evals.pair.samples", "evals.plan.schedule",
-                "evals.runner.lm_eval_env:cache_env_info")
+# the arms whose workers a fork server forks (a server arm's worker forks its `vllm serve`
+# from it too, evals.runner.server); an `hf` arm's worker is a fresh interpreter
+FORKABLE_MODES = ("offline", "server", "endpoint")
 
 
 def start_python(argv: list[str], env: dict[str, str], *, forkable: bool, echo=print,
@@ -138,7 +135,7 @@ class WorkerRun:
         self.proc = start_python(
             [*WORKER, str(self.layout.spec_path)],
             {**worker_env(spec), **(devices_env or {}), ASK_DIR_ENV: str(self.asks_dir)},
-            forkable=spec.mode == "offline", echo=echo, label=spec.arm)
+            forkable=spec.mode in FORKABLE_MODES, echo=echo, label=spec.arm)
         if on_start is not None:
             on_start(self.proc)
         self._thread = threading.Thread(target=self._follow, daemon=True,

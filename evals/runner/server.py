@@ -2,26 +2,34 @@
 
 The server runs in the worker's process group, so stopping the worker's group (what
 the launcher does on errors and Ctrl-C) stops the server and its engine process too.
-`VllmServer` is a context manager; leaving it - normally, by an exception, by SIGINT
-or SIGTERM turned into an exception by the worker - terminates the server and then
-kills whatever of its process tree is left.
+With EVALS_FORK_SERVER set (evals.runner.fork_server), `vllm serve` is forked from a fork
+server that has vLLM imported instead (its API server's ~9 CPU-seconds of imports are not
+paid again; its engine core is still a process of its own), in a session of its own: the
+worker's connection to the fork server is its lifetime, so a worker that dies for any
+reason takes it along. `VllmServer` is a context manager; leaving it - normally, by an
+exception, by SIGINT or SIGTERM turned into an exception by the worker - terminates the
+server and then kills whatever of its process tree is left.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import psutil
 import requests
 
+from evals.runner import fork_server
 from evals.runner.engine_args import engine_flags
 from evals.runner.parent_death import terminate_with_parent
+from evals.runner.worker_imports import FORK_MODULES
 
 LOOPBACK = "127.0.0.1"
 SERVED_NAME = "evals-arm"
@@ -75,19 +83,22 @@ class VllmServer:
                                                                     seed)
         self.log_path = log_path
         self.env = env
-        self.proc: subprocess.Popen | None = None
+        self.proc = None  # a subprocess.Popen, or a fork_server.ForkedProcess
+        self._copier: threading.Thread | None = None
         self.ready_seconds = 0.0
 
     def __enter__(self) -> VllmServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("a", encoding="utf-8")
-        log.write("$ " + " ".join(self.command) + "\n")
-        log.flush()
         started = time.time()
-        self.proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, env=self.env,
-                                     preexec_fn=terminate_with_parent)
-        log.close()
+        self.proc = self._forked(log)
+        if self.proc is None:
+            log.write("$ " + " ".join(self.command) + "\n")
+            log.flush()
+            self.proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, env=self.env,
+                                         preexec_fn=terminate_with_parent)
+            log.close()
         try:
             self._wait_healthy()
         except BaseException:
@@ -99,11 +110,41 @@ class VllmServer:
     def __exit__(self, *exc) -> None:
         self.stop()
 
+    def _forked(self, log):
+        """`vllm serve` forked from the fork server (EVALS_FORK_SERVER), its output copied
+        into the log by a thread; None where there is no fork server or it cannot fork."""
+        folder = (self.env if self.env is not None else os.environ).get(
+            fork_server.FORK_SERVER_ENV)
+        if not folder:
+            return None
+        argv = ["-m", "vllm.entrypoints.cli.main", *self.command[self.command.index("serve"):]]
+        try:
+            proc = fork_server.fork(folder, argv, dict(self.env or os.environ), os.getcwd(),
+                                    modules=FORK_MODULES)
+        except fork_server.ForkServerUnavailable as exc:
+            log.write(f"(not forked: {exc})\n")
+            return None
+        log.write(f"$ python {' '.join(argv)}   (forked from the fork server, pid "
+                  f"{proc.server_pid})\n")
+        log.flush()
+
+        def copy() -> None:
+            with log:
+                for line in proc.stdout:
+                    log.write(line)
+                    log.flush()
+
+        self._copier = threading.Thread(target=copy, daemon=True, name="vllm serve log")
+        self._copier.start()
+        return proc
+
     def _wait_healthy(self) -> None:
         assert self.proc is not None
         deadline = time.time() + HEALTH_TIMEOUT_S
         while time.time() < deadline:
             if self.proc.poll() is not None:
+                if self._copier is not None:  # its last lines into the log first
+                    self._copier.join(timeout=5)
                 raise ServerFailed(f"`vllm serve` exited with code {self.proc.returncode} before "
                                    f"it was healthy. Its last error: {_last_error(self.log_path)} "
                                    f"(full log: {self.log_path})")
@@ -139,3 +180,5 @@ class VllmServer:
                 child.kill()
             except psutil.Error:
                 pass
+        if self._copier is not None:  # the log's last lines
+            self._copier.join(timeout=5)

@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 from engine_helpers import (CPU_ENV, ENGINE, MODEL, REPO, read_summary, run_cli, save_artifact,
                             write_config)
+
+from evals.runner.fork_server import FORK_SERVER_ENV
 
 TASKS = [{"name": "tiny_reviews_shared_prefix", "metric": "exact_match"},
          {"name": "tiny_addition", "metric": "exact_match"}]
@@ -77,6 +81,9 @@ def test_server_arms_speed_and_cache_stress_leave_no_server_behind(tmp_path):
         assert "`vllm serve` on http://127.0.0.1:" in summary["arms"][arm]["backend"]
         log = (run_dir / "arms" / arm / "server.log").read_text(encoding="utf-8")
         assert "--host 127.0.0.1" in log
+        # the engine tests set EVALS_FORK_SERVER: `vllm serve` was forked, not imported anew
+        assert "(forked from the fork server" in log.splitlines()[0], log[:500]
+        assert "Application startup complete" in log  # its output reached the log
     speed = summary["speed"]
     for arm in ("baseline", "candidate"):
         assert speed[arm]["requests"] == 2 * 150  # every generation request was timed
@@ -108,22 +115,31 @@ def test_a_failing_server_arm_exits_4_and_leaves_no_server_behind(tmp_path):
     assert _settle() == []
 
 
-def _servers_of(pid: int) -> dict[int, str]:
-    """`vllm serve` / vLLM engine processes started by process `pid` (its descendants), so
-    that another test's engine on this machine (the other pytest worker) is not taken for
-    this run's."""
+def _servers_of(pid: int, reports: Path) -> dict[int, str]:
+    """This run's `vllm serve` processes and their engine processes: the API servers
+    started by process `pid` (its descendants) or, forked from the fork server
+    (evals.runner.server), on a port one of the run's server logs names; so that another
+    test's engine on this machine (the other pytest worker) is not taken for this run's."""
+    ports = {m.group(1) for log in reports.glob("*/arms/*/server.log")
+             for m in [re.search(r"--port (\d+)", log.read_text(encoding="utf-8"))] if m}
     try:
-        family = psutil.Process(pid).children(recursive=True)
+        family = set(psutil.Process(pid).children(recursive=True))
     except psutil.NoSuchProcess:
-        return {}
+        family = set()
     found = {}
-    for child in family:
+    for proc in psutil.process_iter():
         try:
-            cmdline, name = " ".join(child.cmdline()), child.name()
+            cmdline, name = " ".join(proc.cmdline()), proc.name()
+            if " serve " in f" {cmdline} " and "vllm" in cmdline and (
+                    proc in family or any(f"--port {p} " in f"{cmdline} " for p in ports)):
+                found[proc.pid] = cmdline[:120]
+                found.update({c.pid: f"{c.name()} of {proc.pid}"
+                              for c in proc.children(recursive=True)
+                              if "VLLM::" in " ".join(c.cmdline()) + c.name()})
+            elif proc in family and "VLLM::" in cmdline + name:
+                found[proc.pid] = cmdline[:120]
         except psutil.Error:
             continue
-        if " serve " in f" {cmdline} " and "vllm" in cmdline or "VLLM::" in cmdline + name:
-            found[child.pid] = cmdline[:120]
     return found
 
 
@@ -160,7 +176,7 @@ def test_ctrl_c_stops_the_server(tmp_path):
         # an arm's worker says "model ready" and writes its manifest once its server answers
         if "model ready" in out_path.read_text(encoding="utf-8") or \
                 list(tmp_path.glob("reports/*/arms/*/manifest.json")):
-            servers = _servers_of(proc.pid)
+            servers = _servers_of(proc.pid, tmp_path / "reports")
             if servers:
                 break  # this run's server is up and serving
         time.sleep(0.5)
@@ -169,7 +185,7 @@ def test_ctrl_c_stops_the_server(tmp_path):
     try:
         proc.wait(timeout=120)
     except subprocess.TimeoutExpired:
-        left = _servers_of(proc.pid)
+        left = _servers_of(proc.pid, tmp_path / "reports")
         proc.kill()
         raise AssertionError(f"`ab` still running 120 s after SIGINT; its servers: {left}; "
                              + out_path.read_text(encoding="utf-8")[-3000:]) from None
@@ -186,7 +202,9 @@ def test_transformers_vs_an_endpoint_with_an_api_key(tmp_path, monkeypatch):
     from evals.runner.server import SERVED_NAME, VllmServer
 
     secret = "sk-evals-test-9f3a1c"
-    env = {**os.environ, **CPU_ENV, "HF_HUB_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
+    # an outside server, started as a user would (not forked from the arms' fork server)
+    env = {**{k: v for k, v in os.environ.items() if k != FORK_SERVER_ENV}, **CPU_ENV,
+           "HF_HUB_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
     # the external engine takes its turn like an arm's (evals.runner.engine_lock); the
     # Transformers arm beside it takes none
     with EngineLock(), VllmServer(str(MODEL), {**ENGINE, "api_key": secret},

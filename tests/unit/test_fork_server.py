@@ -97,9 +97,11 @@ def test_one_import_serves_many_children_and_late_variables_do_not_split(setup):
     assert code == 0 and len((tmp / "imports.log").read_text().split()) == 2
     assert len(list(folder.glob("*.pid"))) == 2
     assert server_key(env, ("m",)) == server_key({**env, "EVALS_FAULTS": "x"}, ("m",))
-    # pytest's xdist worker and a CI job's description are late too: two pytest workers,
-    # or two runs of one workflow, share a server
-    for late in ("PYTEST_XDIST_WORKER", "GITHUB_RUN_ID", "GITHUB_OUTPUT", "GITLAB_CI"):
+    # pytest's xdist worker, a CI job's description and Ray's variables are late too: two
+    # pytest workers, two runs of one workflow, or a run before and after `ray.init` share
+    # a server
+    for late in ("PYTEST_XDIST_WORKER", "GITHUB_RUN_ID", "GITHUB_OUTPUT", "GITLAB_CI",
+                 "RAY_CLIENT_MODE"):
         assert server_key(env, ("m",)) == server_key({**env, late: "gw1"}, ("m",)), late
     assert server_key(env, ("m",)) != server_key({**env, "HF_HUB_OFFLINE": "1"}, ("m",))
     assert server_key(env, ("m",)) != server_key(env, ("m", "n"))
@@ -160,6 +162,24 @@ def test_a_killed_child_reports_its_signal_and_the_server_goes_on(setup):
     assert proc.wait(timeout=10) == -signal.SIGKILL
     _, code, _ = _run(folder, env, "again", "0")
     assert code == 0
+
+
+def test_a_child_shows_its_own_command_and_takes_signals_as_popen_does(setup):
+    """`ps` shows a forked child's command (`python -m MODULE ARGS`), not its server's;
+    `terminate` and `kill` reach it as `subprocess.Popen`'s do (evals.runner.server stops
+    a forked `vllm serve` with them)."""
+    import psutil
+
+    folder, env, _ = setup
+    for stop, sig in (("terminate", signal.SIGTERM), ("kill", signal.SIGKILL)):
+        proc = fork(folder, ["-m", "stand_in", "sleep", "0"], env, str(REPO),
+                    modules=("preloaded_mod",))
+        assert proc.stdout.readline().strip() == "sleeping"
+        shown = " ".join(psutil.Process(proc.pid).cmdline()).split()
+        assert shown == ["python", "-m", "stand_in", "sleep", "0"], shown
+        getattr(proc, stop)()
+        assert proc.wait(timeout=10) == -sig
+        proc.send_signal(signal.SIGTERM)  # an ended child: nothing to signal, no error
 
 
 def test_stop_servers_ends_them_and_their_children(setup):

@@ -67,6 +67,21 @@ def test_binary_config_file_is_bad_input(tmp_path):
     assert result.stderr.count("\n") == 1
 
 
+@pytest.mark.parametrize("command", ["ab", "canary", "drift"])
+def test_a_bad_config_stops_before_the_pipeline_is_imported(tmp_path, command):
+    """The config is read before the pipeline's imports (the analysis' scipy, about a
+    second): with scipy unimportable, a bad config still gets its one line and exit 2."""
+    path = tmp_path / "c.yaml"
+    path.write_text("name: t\nmodel: m\ntasks: 3\n", encoding="utf-8")
+    code = ("import sys; sys.modules.update(scipy=None); "
+            "from evals.cli import main; sys.exit(main(sys.argv[1:]))")
+    result = subprocess.run([sys.executable, "-c", code, command, str(path)],
+                            capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and "c.yaml" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_a_file_given_as_an_output_directory_is_named(tmp_path):
     samples = next(FIXTURE.rglob("samples_*.jsonl"))
     result = _cli("compare", str(samples), str(FIXTURE), "--reports", str(tmp_path / "r"))
