@@ -19,14 +19,20 @@ parent): the same `resolve_report`, without a process of its own.
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import importlib
 import json
 import logging
+import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from evals.plan.arm_spec import ArmSpec
 from evals.runner.effective_config import flatten_vllm_config
@@ -35,6 +41,12 @@ from evals.faults.catalog import ENV_VAR as FAULTS_ENV
 from evals.runner.launch import FAULT_TALLY_ENV, start_python, stop_process_group, worker_env
 
 RESULT_PREFIX = "[evals-config-audit] "
+# vLLM inspects a model class it has not met before in a subprocess of its own (a fresh
+# interpreter importing vLLM: ~10 CPU-seconds on a 2-core machine) and caches the answer
+# on disk; a run's arms resolve at once (the next arm while the first starts its engine),
+# and on a new machine each would pay it. One resolution at a time per user: the second
+# reads the first's cache.
+RESOLVE_LOCK = Path(tempfile.gettempdir()) / f"evals-resolve-{os.getuid()}.lock"
 RESOLVABLE_MODES = ("offline", "server")  # endpoint and hf arms have no vLLM engine config
 DEFAULT_TIMEOUT = 300.0  # seconds per arm; a hub model's config may have to be downloaded
 
@@ -80,6 +92,22 @@ def _engine_args(model: str, engine: dict, seed: int | None, mode: str):
     return EngineArgs(model=model, **engine), UsageContext.LLM_CLASS
 
 
+@contextmanager
+def one_resolution_at_a_time(path: Path | None = None) -> Iterator[None]:
+    """Holds the user's resolve lock (`path`, else RESOLVE_LOCK); without a writable
+    temporary folder, nothing is locked."""
+    try:
+        handle = open(path or RESOLVE_LOCK, "a")  # noqa: SIM115 - closed below; closing releases the lock
+    except OSError:
+        yield
+        return
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        handle.close()
+
+
 def _resolve(model: str, engine: dict, seed: int | None, mode: str) -> tuple[dict, list[str]]:
     """The flattened config and the warnings vLLM logged while resolving it."""
     from evals.runner.vllm_compat import configure_logging
@@ -97,7 +125,8 @@ def _resolve(model: str, engine: dict, seed: int | None, mode: str) -> tuple[dic
     logger = logging.getLogger("vllm")
     logger.addHandler(collect)
     try:
-        config = args.create_engine_config(usage_context)
+        with one_resolution_at_a_time():
+            config = args.create_engine_config(usage_context)
     finally:
         logger.removeHandler(collect)
     return flatten_vllm_config(config), collect.messages
