@@ -19,7 +19,6 @@ parent): the same `resolve_report`, without a process of its own.
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import importlib
 import json
 import logging
@@ -36,6 +35,7 @@ from pathlib import Path
 
 from evals.plan.arm_spec import ArmSpec
 from evals.runner.effective_config import flatten_vllm_config
+from evals.runner.engine_lock import EngineLock
 from evals.runner.engine_call import offline_engine_args, server_call
 from evals.faults.catalog import ENV_VAR as FAULTS_ENV
 from evals.runner.launch import FAULT_TALLY_ENV, start_python, stop_process_group, worker_env
@@ -96,16 +96,8 @@ def _engine_args(model: str, engine: dict, seed: int | None, mode: str):
 def one_resolution_at_a_time(path: Path | None = None) -> Iterator[None]:
     """Holds the user's resolve lock (`path`, else RESOLVE_LOCK); without a writable
     temporary folder, nothing is locked."""
-    try:
-        handle = open(path or RESOLVE_LOCK, "a")  # noqa: SIM115 - closed below; closing releases the lock
-    except OSError:
+    with EngineLock(str(path or RESOLVE_LOCK), optional=True):
         yield
-        return
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
-    finally:
-        handle.close()
 
 
 def _resolve(model: str, engine: dict, seed: int | None, mode: str) -> tuple[dict, list[str]]:

@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from evals.runner.engine_lock import EngineLock
 
 REPO = Path(__file__).resolve().parents[2]
@@ -60,3 +62,12 @@ def test_a_killed_holder_lets_go(tmp_path):
 def test_without_the_variable_nothing_waits(tmp_path):
     with EngineLock(str(tmp_path / "engine.lock")):
         assert _waited(_take(None)) < 0.5
+
+
+def test_a_lock_file_that_cannot_be_opened_raises_unless_optional(tmp_path):
+    missing = str(tmp_path / "missing" / "engine.lock")
+    # the engine lock was asked for: a path it cannot open is the user's error, not "no lock"
+    with pytest.raises(FileNotFoundError), EngineLock(missing):
+        raise AssertionError("entered without the lock")
+    with EngineLock(missing, optional=True) as lock:
+        assert lock._fd is None and lock.waited_seconds == 0.0
