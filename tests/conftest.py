@@ -10,7 +10,7 @@ the other's engine; the third worker runs the quick tests, on the core a stream 
 its engine turn leaves idle. The quick tests run at a lower priority (`QUICK_NICENESS`): the
 engine streams set the wall time, so a quick test takes only the CPU they leave, instead of
 slowing both streams by a third while the quick tests run first and leaving a core idle at
-the end, when only the streams' waits on each other's engines are left.
+the end, when the quick tests are done and one stream runs alone.
 
 The tests run with the CI systems' variables removed (the suite writes a job summary,
 annotations and a dotenv when it sees them, evals.report.ci_outputs); a test that checks
