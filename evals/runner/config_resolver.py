@@ -39,6 +39,7 @@ from evals.runner.engine_lock import EngineLock
 from evals.runner.engine_call import offline_engine_args, server_call
 from evals.faults.catalog import ENV_VAR as FAULTS_ENV
 from evals.runner.launch import FAULT_TALLY_ENV, start_python, stop_process_group, worker_env
+from evals.runner.model_inspection import inspect_in_forks
 
 RESULT_PREFIX = "[evals-config-audit] "
 # vLLM inspects a model class it has not met before in a subprocess of its own (a fresh
@@ -174,6 +175,7 @@ def main(argv: list[str]) -> int:
         print("usage: python -m evals.runner.config_resolver SPEC_JSON", file=sys.stderr)
         return 2
     payload = json.loads(argv[0])
+    inspect_in_forks()  # forked by a fork server: so are vLLM's model-class inspections
     for spec in payload if isinstance(payload, list) else [payload]:
         report = resolve_report(spec)
         print(RESULT_PREFIX + json.dumps(report, default=str), flush=True)

@@ -16,6 +16,8 @@ another
 environment starts another server. A folder keeps
 at most MAX_SERVERS (each holds ~0.8 GB of imported libraries): starting one more retires
 the least recently used, which takes no new request and ends when its children have ended.
+A forked child may ask its own server for a sibling with its environment as it is then
+(`fork_sibling`: vLLM's model-class inspections, evals.runner.model_inspection).
 The request's connection is the child's lifetime: if the launcher goes away, the server
 stops the child; when the child ends, the server sends its exit code. A server ends after
 IDLE_SECONDS with neither a child nor a request, on SIGTERM (`stop_servers`), or when DIR
@@ -55,6 +57,7 @@ from pathlib import Path
 
 FORK_SERVER_ENV = "EVALS_FORK_SERVER"  # a folder: fork offline workers from a server there
 FORKED_ENV = "EVALS_FORKED"  # set in a forked child: the server's pid
+FORK_KEY_ENV = "EVALS_FORK_KEY"  # set in a forked child: its server's [folder, key] (JSON)
 IDLE_SECONDS = 300.0
 MAX_SERVERS = 4  # per folder
 START_TIMEOUT = 60.0  # for the server's socket to appear (its imports come after)
@@ -156,12 +159,34 @@ def fork(folder: str | Path, argv: list[str], env: dict[str, str], cwd: str, *,
     that has imported `modules` under `env` (started here if there is none yet). Its stdout
     and stderr go to one pipe, read from the returned process's `stdout`. Raises
     ForkServerUnavailable when no server can fork it."""
-    if argv[:1] != ["-m"] or len(argv) < 2:
-        raise ForkServerUnavailable(f"only `-m MODULE` commands are forked, not {argv[:2]}")
+    _check_argv(argv)
     folder = Path(folder)
     early = {k: v for k, v in env.items() if not is_late(k)}  # what the server runs with
     key = server_key(early, modules)
-    conn = _connect(folder, key, early, cwd, modules)
+    return _request(_connect(folder, key, early, cwd, modules), folder, key, argv, env, cwd)
+
+
+def fork_sibling(argv: list[str], cwd: str) -> ForkedProcess:
+    """In a forked child: `python ARGV` (`["-m", MODULE, ...]`) forked by the same server,
+    with this process's environment as it is now. Raises ForkServerUnavailable in a process
+    that is not a forked child, or when its server is gone."""
+    _check_argv(argv)
+    if FORKED_ENV not in os.environ or FORK_KEY_ENV not in os.environ:
+        raise ForkServerUnavailable("this process was not forked by a fork server")
+    folder, key = json.loads(os.environ[FORK_KEY_ENV])
+    conn = _try_connect(_address(Path(folder), key))
+    if conn is None:
+        raise ForkServerUnavailable(f"the fork server {key} in {folder} is gone")
+    return _request(conn, Path(folder), key, argv, dict(os.environ), cwd)
+
+
+def _check_argv(argv: list[str]) -> None:
+    if argv[:1] != ["-m"] or len(argv) < 2:
+        raise ForkServerUnavailable(f"only `-m MODULE` commands are forked, not {argv[:2]}")
+
+
+def _request(conn: socket.socket, folder: Path, key: str, argv: list[str],
+             env: dict[str, str], cwd: str) -> ForkedProcess:
     read_end, write_end = os.pipe()
     try:
         request = {"argv": argv, "env": env, "cwd": cwd}
@@ -323,7 +348,7 @@ def serve(folder: Path, key: str, modules: list[str]) -> int:
                         new.close()
                 elif conn in waiting:
                     waiting.remove(conn)
-                    pid = _serve_request(conn, listener, waiting, children)
+                    pid = _serve_request(conn, listener, waiting, children, [str(folder), key])
                     if pid is not None:
                         children[pid] = conn
                         _touch(pid_file)
@@ -366,7 +391,7 @@ def _touch(path: Path) -> None:
 
 
 def _serve_request(conn: socket.socket, listener: socket.socket | None, waiting: list,
-                   children: dict) -> int | None:
+                   children: dict, server: list[str]) -> int | None:
     try:
         message, fds, _, _ = socket.recv_fds(conn, _MAX_MESSAGE, 1)
     except OSError:
@@ -387,7 +412,7 @@ def _serve_request(conn: socket.socket, listener: socket.socket | None, waiting:
             for other in [conn, *waiting, *children.values()]:
                 if other is not None:
                     other.close()
-            code = _run_child(request, fds[0])
+            code = _run_child(request, fds[0], server)
         except BaseException:  # noqa: BLE001 - reported in the child's own output
             traceback.print_exc()
         finally:
@@ -402,9 +427,10 @@ def _serve_request(conn: socket.socket, listener: socket.socket | None, waiting:
     return pid
 
 
-def _run_child(request: dict, out_fd: int) -> int:
+def _run_child(request: dict, out_fd: int, server: list[str]) -> int:
     """In the forked child: becomes `python ARGV` with the request's environment, working
-    directory and output. Returns its exit code."""
+    directory and output, and its server's pid and [folder, key] (FORKED_ENV, FORK_KEY_ENV).
+    Returns its exit code."""
     import runpy
 
     from evals.runner.parent_death import terminate_with_parent
@@ -429,6 +455,7 @@ def _run_child(request: dict, out_fd: int) -> int:
     os.environ.clear()
     os.environ.update(request["env"])
     os.environ[FORKED_ENV] = str(os.getppid())
+    os.environ[FORK_KEY_ENV] = json.dumps(server)
     module, args = request["argv"][1], request["argv"][2:]
     sys.argv = ["-m", *args]
     try:

@@ -15,11 +15,19 @@ Read against vLLM 0.26.0 (the newest release built for torch 2.11, verified on a
 - engine shutdown: `LLM.llm_engine.engine_core` (an EngineCoreClient) has `shutdown()` in
   both; with the engine core in its own process (vLLM's default, always on a GPU) it is the
   only thing that stops that process before the interpreter's exit handlers run.
+- model-class inspection: `vllm.model_executor.models.registry._run_in_subprocess(fn)` runs
+  `python -m vllm.model_executor.models.registry` with `(fn, output path)` cloudpickled on
+  its stdin; that module's `_run()` reads them, calls `fn` and pickles the answer to the
+  path (both releases).
 """
 
 from __future__ import annotations
 
 import importlib
+import os
+import pickle
+import tempfile
+from collections.abc import Callable
 
 SUPPORTED = ("0.26.0", "0.34.0")
 """[oldest, first unsupported): the releases whose internals this module was read against."""
@@ -83,6 +91,40 @@ def shutdown_engine(llm) -> bool:
     return True
 
 
+def route_model_inspection(run: Callable[[str], tuple[int, str]]) -> bool:
+    """vLLM inspects a model class it has not met before in a fresh interpreter
+    (`registry._run_in_subprocess`). From now on, in this process, `run(REQUEST)` does it
+    instead: REQUEST is a file holding what vLLM's child reads on its stdin, and `run` has
+    it read by `run_model_inspection` in a process of its own, returning that process's
+    exit code and output. False (and nothing changed) where vLLM has no such hook."""
+    registry = importlib.import_module("vllm.model_executor.models.registry")
+    if not (callable(getattr(registry, "_run_in_subprocess", None))
+            and callable(getattr(registry, "_run", None))):
+        return False
+
+    def run_elsewhere(fn):
+        import cloudpickle  # vLLM's own dependency, as in the function this replaces
+
+        with tempfile.TemporaryDirectory() as scratch:
+            request = os.path.join(scratch, "request")
+            output = os.path.join(scratch, "registry_output.tmp")
+            with open(request, "wb") as f:
+                f.write(cloudpickle.dumps((fn, output)))
+            code, text = run(request)
+            if code != 0:  # as vLLM reports its child's failure
+                raise RuntimeError(f"Error raised in subprocess:\n{text}")
+            with open(output, "rb") as f:
+                return pickle.load(f)
+
+    registry._run_in_subprocess = run_elsewhere
+    return True
+
+
+def run_model_inspection() -> None:
+    """vLLM's own child side of a model-class inspection, on this process's stdin."""
+    importlib.import_module("vllm.model_executor.models.registry")._run()
+
+
 def _in_process(client) -> bool:
     inproc = getattr(importlib.import_module("vllm.v1.engine.core_client"), "InprocClient", None)
     return inproc is not None and isinstance(client, inproc)
@@ -97,4 +139,7 @@ def missing() -> list[str]:
     core_client = importlib.import_module("vllm.v1.engine.core_client")
     if not hasattr(getattr(core_client, "EngineCoreClient", None), "shutdown"):
         found.append("EngineCoreClient.shutdown")
+    registry = importlib.import_module("vllm.model_executor.models.registry")
+    if not (hasattr(registry, "_run_in_subprocess") and hasattr(registry, "_run")):
+        found.append("registry._run_in_subprocess (model inspection in a fresh interpreter)")
     return found

@@ -28,6 +28,7 @@ from evals.runner.asks import (ENGINE_TURN, GO, LOOK, MODEL_READY, RELEASE, RESO
 from evals.runner.launch import BAD_INPUT_PREFIX
 from evals.runner.chunk_merge import merge_chunk_samples
 from evals.runner.config_resolver import engine_arg_names, resolve_report
+from evals.runner.model_inspection import inspect_in_forks
 from evals.runner.engine_lock import EngineLock
 from evals.runner.fork_server import FORKED_ENV
 from evals.runner.layout import ArmLayout, samples_files
@@ -213,6 +214,7 @@ def run(spec: ArmSpec) -> int:
     import_backend(spec.mode)
     cache_env_info()  # lm-eval's environment report: once, not once per task
     if spec.mode == "offline":
+        inspect_in_forks()  # a model class vLLM has not met: inspected by a fork of ours
         _resolve_for_parent()
     timeline = {"started": started, "imported": time.time()}
     ask({"kind": ENGINE_TURN}, timeout=None)  # a worker started early waits here

@@ -40,6 +40,12 @@ mode = sys.argv[1]
 if mode == "sleep":
     print("sleeping", flush=True)
     time.sleep(120)
+if mode == "sibling":  # another child of this child's server, with this environment
+    from evals.runner.fork_server import fork_sibling
+    os.environ["ANSWER"] = "from the child"
+    sibling = fork_sibling(["-m", "stand_in", "report", "5"], os.getcwd())
+    print(sibling.stdout.read().splitlines()[0], flush=True)
+    print(json.dumps({"sibling_exit": sibling.wait(30), "server": sibling.server_pid}))
 print(json.dumps({"argv": sys.argv[1:], "cwd": os.getcwd(), "name": __name__,
                   "answer": os.environ.get("ANSWER"), "forked": os.environ.get("EVALS_FORKED"),
                   "pid": os.getpid(), "pgid": os.getpgid(0),
@@ -195,6 +201,21 @@ def test_stop_servers_ends_them_and_their_children(setup):
     while time.time() < deadline and _alive(server):
         time.sleep(0.1)
     assert not _alive(server) and not list(folder.glob("*.pid"))
+
+
+def test_a_forked_child_forks_a_sibling_from_its_own_server(setup):
+    """No EVALS_FORK_SERVER in the request: the child finds its server by itself."""
+    folder, env, tmp = setup
+    proc, code, out = _run(folder, env, "sibling", "0")
+    assert code == 0, out
+    sibling, exit_code, child = [json.loads(line) for line in out.splitlines()[:3]]
+    assert exit_code == {"sibling_exit": 5, "server": proc.server_pid}
+    assert sibling["forked"] == child["forked"] == str(proc.server_pid)
+    assert sibling["pid"] not in (proc.pid, child["pid"]) and sibling["preloaded"]
+    assert sibling["answer"] == "from the child"  # the child's environment as it was then
+    assert len((tmp / "imports.log").read_text().split()) == 1  # no second server
+    with pytest.raises(ForkServerUnavailable, match="not forked by a fork server"):
+        fork_server.fork_sibling(["-m", "stand_in", "x", "0"], str(REPO))
 
 
 def test_what_cannot_be_forked_says_why(setup):
