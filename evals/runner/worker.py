@@ -214,7 +214,7 @@ def run(spec: ArmSpec) -> int:
     import_backend(spec.mode)
     cache_env_info()  # lm-eval's environment report: once, not once per task
     if spec.mode == "offline":
-        inspect_in_forks()  # a model class vLLM has not met: inspected by a fork of ours
+        inspect_in_forks()  # a model class vLLM has not met: inspected by a sibling fork
         _resolve_for_parent()
     timeline = {"started": started, "imported": time.time()}
     ask({"kind": ENGINE_TURN}, timeout=None)  # a worker started early waits here

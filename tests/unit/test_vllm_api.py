@@ -119,3 +119,19 @@ def test_shutdown_reaches_the_engine_core_client():
     inproc.shutdown = lambda: stopped.append("inproc")
     llm = types.SimpleNamespace(llm_engine=types.SimpleNamespace(engine_core=inproc))
     assert vllm_compat.shutdown_engine(llm) is False and stopped == [True]
+
+
+def test_the_model_inspection_hook_is_routed_only_where_it_exists(monkeypatch):
+    """vLLM's model-class inspection hook (route_model_inspection): replaced where the
+    registry has it, left alone where it does not, and present in the installed release."""
+    pytest.importorskip("vllm")
+    assert vllm_compat.missing() == []
+    registry = types.SimpleNamespace(_run_in_subprocess=lambda fn: "vllm's", _run=lambda: None)
+    monkeypatch.setattr(vllm_compat.importlib, "import_module", lambda name: registry)
+    assert vllm_compat.route_model_inspection(lambda request: (0, "")) is True
+    assert registry._run_in_subprocess is not None and \
+        registry._run_in_subprocess.__name__ == "run_elsewhere"
+    without = types.SimpleNamespace(_run_in_subprocess=lambda fn: "vllm's")
+    monkeypatch.setattr(vllm_compat.importlib, "import_module", lambda name: without)
+    assert vllm_compat.route_model_inspection(lambda request: (0, "")) is False
+    assert without._run_in_subprocess(None) == "vllm's"
