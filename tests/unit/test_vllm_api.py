@@ -125,7 +125,8 @@ def test_the_model_inspection_hook_is_routed_only_where_it_exists(monkeypatch):
     """vLLM's model-class inspection hook (route_model_inspection): replaced where the
     registry has it, left alone where it does not, and present in the installed release."""
     pytest.importorskip("vllm")
-    assert vllm_compat.missing() == []
+    # present in every supported release (0.27 lacks the logging hook, named too)
+    assert not [m for m in vllm_compat.missing() if "registry" in m], vllm_compat.missing()
     registry = types.SimpleNamespace(_run_in_subprocess=lambda fn: "vllm's", _run=lambda: None)
     monkeypatch.setattr(vllm_compat.importlib, "import_module", lambda name: registry)
     assert vllm_compat.route_model_inspection(lambda request: (0, "")) is True
