@@ -6,6 +6,7 @@ installed release itself."""
 from __future__ import annotations
 
 import json
+import pickle
 import types
 from pathlib import Path
 
@@ -129,9 +130,20 @@ def test_the_model_inspection_hook_is_routed_only_where_it_exists(monkeypatch):
     assert not [m for m in vllm_compat.missing() if "registry" in m], vllm_compat.missing()
     registry = types.SimpleNamespace(_run_in_subprocess=lambda fn: "vllm's", _run=lambda: None)
     monkeypatch.setattr(vllm_compat.importlib, "import_module", lambda name: registry)
-    assert vllm_compat.route_model_inspection(lambda request: (0, "")) is True
-    assert registry._run_in_subprocess is not None and \
-        registry._run_in_subprocess.__name__ == "run_elsewhere"
+    requests = []
+
+    def child(request):  # what vLLM's child does with the request, here in this process
+        requests.append(request)
+        with open(request, "rb") as f:
+            fn, output = pickle.load(f)
+        with open(output, "wb") as f:
+            pickle.dump(fn(), f)
+        return 0, ""
+    assert vllm_compat.route_model_inspection(child) is True
+    assert registry._run_in_subprocess(lambda: 41 + 1) == 42 and len(requests) == 1
+    assert vllm_compat.route_model_inspection(lambda request: (1, "its traceback")) is True
+    with pytest.raises(RuntimeError, match="^Error raised in subprocess:\nits traceback$"):
+        registry._run_in_subprocess(lambda: 42)
     without = types.SimpleNamespace(_run_in_subprocess=lambda fn: "vllm's")
     monkeypatch.setattr(vllm_compat.importlib, "import_module", lambda name: without)
     assert vllm_compat.route_model_inspection(lambda request: (0, "")) is False
