@@ -20,7 +20,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +114,8 @@ def compare_speed(baseline: dict[str, dict], candidate: dict[str, dict], *,
     speedup = low = high = None
     note = None
     if tb.size >= 2 and tc.size >= 2 and tc.mean() > 0:
+        from scipy import stats as sps  # here: the report's speed lines need no scipy
+
         speedup = float(tb.mean() / tc.mean())
         result = sps.bootstrap((tb, tc), _ratio_of_means, paired=False, vectorized=True,
                                n_resamples=n_resamples, confidence_level=confidence,

@@ -23,26 +23,16 @@ adjusted with Benjamini-Hochberg among themselves (screening many subtasks).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from enum import Enum
 
 import numpy as np
 
 from evals import stats
 from evals.analyse.task_analysis import TaskAnalysis
+from evals.decide.outcome import Verdict  # noqa: F401  (re-exported: its home is light)
 from evals.errors import ExitCode
 from evals.plan.schedule import final_alpha, look_alpha
 from evals.analyse.exercise import ExerciseReport
 from evals.analyse.speed import describe_requirement, describe_speedup
-
-
-class Verdict(str, Enum):
-    PASS = "PASS"
-    REGRESSION = "REGRESSION"
-    INCONCLUSIVE = "INCONCLUSIVE"
-
-    @property
-    def exit_code(self) -> ExitCode:
-        return ExitCode[self.value]
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,17 +11,21 @@ import json
 from enum import Enum
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from evals import __version__
-from evals.analyse.task_analysis import TaskAnalysis
+from evals.decide.outcome import Verdict
 from evals.errors import UserError
-from evals.pair.pairing import PairedTask
 from evals.record.schemas import PAIRED_ITEMS, SUMMARY
 from evals.record.run_record_model import GateRecord, GateStepRecord, RunRecord, TaskRecord
-from evals.decide.verdict import RunVerdict, Verdict
 from evals.text_hygiene import one_line
+
+if TYPE_CHECKING:  # the writers' inputs; a reader of a finished run needs no statistics
+    from evals.analyse.task_analysis import TaskAnalysis
+    from evals.decide.verdict import RunVerdict
+    from evals.pair.pairing import PairedTask
 
 SUMMARY_SCHEMA_VERSION = SUMMARY.version
 SUMMARY_FILE = "summary.json"

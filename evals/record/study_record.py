@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evals.decide.verdict import Verdict
+from evals.decide.outcome import Verdict
 from evals.errors import ExitCode
 from evals.plan.study import Study
 from evals.record.platform_record import run_platform

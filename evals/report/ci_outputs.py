@@ -26,7 +26,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from evals.decide.verdict import Verdict
+from evals.decide.outcome import Verdict
 from evals.errors import ExitCode, UserError
 from evals.paths import STUDY_FILE, STUDY_MARKDOWN, STUDY_PAGE
 from evals.record.run_record import SUMMARY_FILE, read_run_record

@@ -18,8 +18,8 @@ from urllib.parse import quote
 
 from markupsafe import Markup
 
-from evals.decide.drift import KIND as DRIFT_KIND
 from evals.errors import UserError
+from evals.decide.outcome import DRIFT_KIND
 from evals.record.schemas import DRIFT_CHART
 from evals.report._html import PACKAGE_DIR, _csp_hash, environment
 from evals.report._outputs import _write_atomic

@@ -136,8 +136,8 @@ class RunStore:
         place, then the index commits in one transaction; a crash at any point leaves the
         previous state readable.
         """
-        # the record path needs scipy and the analysis records; listing should not pay for
-        # importing them
+        # the record path needs the run records (pydantic models); listing should not pay
+        # for importing them
         from evals.record.run_record import SUMMARY_FILE, read_paired_items, read_run_record
         from evals.store._manifest_builder import build_manifest
 

@@ -4,6 +4,8 @@ the gate raised, with the config's lambda and L. Parsed with lxml, no browser ne
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -16,6 +18,7 @@ from evals.errors import UserError
 from evals.report.trend import build_trend_page, write_trend
 from evals.store import RunStore
 
+REPO = Path(__file__).resolve().parents[2]
 HOSTILE_RUN = '<img src=x onerror="window.__pwned=1">'
 HOSTILE_TASK = "drift</title><script>window.__pwned=2</script>"
 HOSTILE_DEPLOYMENT = "dep<script>window.__pwned=3</script>"
@@ -196,6 +199,26 @@ def test_view_model_states_the_gates_settings(drift_store):
     assert "target: 0" in chart.target_note
     assert chart.alarms == tuple(gate["runs"][i] for i in gate["alarms"])
     assert f"weekly-drift-{DRIFT_WEEKS - 1:02d}" in chart.alarm_note  # the newest run's chart
+
+
+def test_history_command_imports_no_statistics(drift_store, tmp_path):
+    """`history` reads the store and the drift gate's stored charts: with scipy unimportable
+    (evals.decide.outcome) it draws the same chart, with the same alarms, as write_trend."""
+    store, out, _, _ = drift_store
+    page = tmp_path / "history.html"
+    code = ("import sys; sys.modules.update(scipy=None); "
+            "from evals.cli import main; sys.exit(main(sys.argv[1:]))")
+    result = subprocess.run([sys.executable, "-c", code, "history", "--deployment", "weekly",
+                             "--store", str(store.root), "--out", str(page)],
+                            capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert result.returncode == 0 and result.stderr == "", result.stderr[-2000:]
+
+    def chart(path: Path) -> str:
+        (figure,) = lxml.html.parse(str(path)).getroot().xpath("//figure[contains(@class, "
+                                                                "'trend')]")
+        return lxml.html.tostring(figure, encoding="unicode")
+
+    assert "alarm" in chart(page) and chart(page) == chart(out)
 
 
 def test_unknown_deployment_and_empty_store(history, tmp_path):

@@ -258,6 +258,25 @@ def test_gate_config_prints_one_line_and_exits_with_the_runs_code(fixture, code,
         assert result.stderr == ""
 
 
+def test_reading_a_finished_run_imports_no_statistics(regression_run, tmp_path):
+    """`gate-config` and `report` read a finished run; they import neither scipy (about a
+    second of each call, evals.decide.outcome) nor anything that needs it: with scipy
+    unimportable they answer as with it."""
+    blocked = ("import sys; sys.modules.update(scipy=None); "
+               "from evals.cli import main; sys.exit(main(sys.argv[1:]))")
+    copy = tmp_path / "copy" / regression_run.name
+    shutil.copytree(regression_run, copy)
+    for args, code in ((["gate-config", str(copy)], 1), (["report", str(copy)], 0)):
+        (copy / "report.html").unlink(missing_ok=True)
+        plain = _cli(*args)
+        without = subprocess.run([sys.executable, "-c", blocked, *args], capture_output=True,
+                                 text=True, cwd=REPO, timeout=300)
+        assert plain.returncode == code, plain.stderr[-2000:]
+        assert (without.returncode, without.stdout, without.stderr) == \
+            (plain.returncode, plain.stdout, plain.stderr), without.stderr[-2000:]
+    assert (copy / "report.html").is_file()
+
+
 def test_gate_config_inconclusive_exits_3(tmp_path):
     run_dir = _run(tmp_path, "ci-inc", PlantedTask("tiny_addition", 40, 2, 1,
                                                     verdict="INCONCLUSIVE"))

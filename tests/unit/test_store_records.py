@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +19,8 @@ from evals.errors import UserError
 from evals.record.run_record import read_paired_items, read_summary
 from evals.store import (INDEX_SCHEMA_VERSION, ITEMS_SCHEMA_VERSION, MANIFEST_SCHEMA_VERSION,
                          RunStore)
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -93,6 +97,23 @@ def test_standard_error_is_scipy_sem_of_the_item_differences(store, tmp_path):
     assert point.standard_error == pytest.approx(float(stats.sem(diff)), rel=1e-12)
     assert point.delta == pytest.approx(-18 / 500)
     assert point.n == 500 and stored.entry.n_items == 500
+
+
+def test_recording_a_run_imports_no_statistics(store, tmp_path):
+    """`record` and every process that records a run (evals.store._manifest_builder) import
+    no scipy, about a second each: with scipy unimportable the recorded standard error is
+    the same as with it."""
+    run = synthetic(tmp_path, "r1", "2026-01-01T00:00:00+00:00", [PlantedTask("t", 300, 20, 9)])
+    code = ("import sys; sys.modules.update(scipy=None); from pathlib import Path; "
+            "from evals.store import RunStore; store = RunStore(Path(sys.argv[1])); "
+            "store.record_run(Path(sys.argv[2])); "
+            "print(store.series('dep', 't')[0].standard_error)")
+    blocked = subprocess.run([sys.executable, "-c", code, str(tmp_path / "blocked"), str(run)],
+                             capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert blocked.returncode == 0, blocked.stderr[-2000:]
+    store.record_run(run)
+    (point,) = store.series("dep", "t")
+    assert float(blocked.stdout) == point.standard_error > 0
 
 
 def test_listing_order_limit_and_deployments(store, tmp_path):
