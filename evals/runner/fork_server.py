@@ -77,11 +77,15 @@ class ForkServerUnavailable(RuntimeError):
 # reads, once imported (no module a server imports imports Ray; `--executor ray` sets
 # some in its own process: `import ray` sets RAY_CLIENT_MODE)
 LATE_PREFIXES = ("EVALS_", "PYTEST_", "GITHUB_", "GITLAB_", "RAY_")
+# and single ones: PYTHONBREAKPOINT, read by `breakpoint()` when it is called (Ray's driver
+# sets it in its process), and VLLM_CPU_KVCACHE_SPACE, read when vLLM builds an engine's
+# config (vllm.platforms.cpu), so arms that differ only in their KV cache share a server
+LATE_NAMES = frozenset({"PYTHONBREAKPOINT", "VLLM_CPU_KVCACHE_SPACE"})
 
 
 def is_late(name: str) -> bool:
-    """A variable nothing reads while the server imports (LATE_PREFIXES)."""
-    return name.startswith(LATE_PREFIXES)
+    """A variable nothing reads while the server imports (LATE_PREFIXES, LATE_NAMES)."""
+    return name.startswith(LATE_PREFIXES) or name in LATE_NAMES
 
 
 def server_key(env: dict[str, str], modules: tuple[str, ...]) -> str:

@@ -63,6 +63,9 @@ def fork_servers(tmp_path_factory):
         (users / (worker or "main")).touch()
     patch = pytest.MonkeyPatch()
     patch.setenv(FORK_SERVER_ENV, str(folder))
+    for name, value in _import_set_env().items():
+        if name not in os.environ:
+            patch.setenv(name, value)
     yield folder
     patch.undo()
     with _folder_lock(folder):
@@ -70,6 +73,22 @@ def fork_servers(tmp_path_factory):
         last = not any(users.iterdir())
     if last:
         stop_servers(folder)
+
+
+def _import_set_env() -> dict[str, str]:
+    """What importing a Transformers model or torch's inductor in a test's own process (the
+    LoRA adapter, the degraded model) adds to its environment: scikit-learn's OpenMP
+    settings (set with setdefault when it is imported) and torch's inductor cache folder.
+    Set from the session's start, the `ab` commands the tests start inherit one environment
+    all session and fork their workers from one server: a variable added halfway would
+    start another server (about 12 CPU-seconds of imports) and could put one A/B's two
+    arms on two servers."""
+    env = {"KMP_DUPLICATE_LIB_OK": "True", "KMP_INIT_AT_FORK": "FALSE"}
+    try:  # torch's own default, as its inductor sets it
+        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    except ImportError:  # another torch: a second server at worst
+        return env
+    return {**env, "TORCHINDUCTOR_CACHE_DIR": os.path.abspath(default_cache_dir())}
 
 
 @contextmanager

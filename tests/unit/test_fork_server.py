@@ -105,9 +105,9 @@ def test_one_import_serves_many_children_and_late_variables_do_not_split(setup):
     assert server_key(env, ("m",)) == server_key({**env, "EVALS_FAULTS": "x"}, ("m",))
     # pytest's xdist worker, a CI job's description and Ray's variables are late too: two
     # pytest workers, two runs of one workflow, or a run before and after `ray.init` share
-    # a server
+    # a server; so do arms that differ only in their CPU KV cache
     for late in ("PYTEST_XDIST_WORKER", "GITHUB_RUN_ID", "GITHUB_OUTPUT", "GITLAB_CI",
-                 "RAY_CLIENT_MODE"):
+                 "RAY_CLIENT_MODE", "PYTHONBREAKPOINT", "VLLM_CPU_KVCACHE_SPACE"):
         assert server_key(env, ("m",)) == server_key({**env, late: "gw1"}, ("m",)), late
     assert server_key(env, ("m",)) != server_key({**env, "HF_HUB_OFFLINE": "1"}, ("m",))
     assert server_key(env, ("m",)) != server_key(env, ("m", "n"))
