@@ -161,13 +161,15 @@ def tests(session: nox.Session) -> None:
     """The whole test suite, engine end-to-end tests included (pytest args after --)."""
     install_engine(session)
     _ensure_chromium(session)
-    # Three pytest workers: two run one stream each of the engine tests (tests/conftest.py:
-    # ENGINE_STREAMS), the third the quick tests. The machine's engine lock
+    # Four pytest workers: three run one stream each of the engine tests (tests/conftest.py:
+    # ENGINE_STREAMS), the fourth the quick tests. The machine's engine lock
     # (evals.runner.engine_lock) keeps engines one at a time, and a stream waiting for its
-    # turn leaves a core idle; the quick tests' worker uses it (on 2 cores the suite took
-    # 13m48s with -n 3 against 15m46s with -n 2, every core busy until the quick tests ran out).
+    # turn leaves a core idle; the other streams and the quick tests' worker use it (on 2
+    # cores the suite took 13m48s with -n 3 against 15m46s with -n 2, every core busy until
+    # the quick tests ran out; later, with less quick work, 8m14s with -n 4 and three
+    # streams against 8m43s with -n 3 and two, where the last 1-2 minutes ran on one core).
     # --durations: every run (CI too) lists its slowest tests, where the suite's time goes
-    args = session.posargs or ["-q", "-rs", "-n", "3", "--dist", "loadscope", "--durations=25"]
+    args = session.posargs or ["-q", "-rs", "-n", "4", "--dist", "loadscope", "--durations=25"]
     # exit code 5 means no tests were collected (e.g. a -k filter matching nothing)
     session.run("python", "-m", "pytest", *args, success_codes=[0, 5])
 

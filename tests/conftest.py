@@ -4,10 +4,10 @@
 
 Engines start one at a time on this machine: every test session sets the machine's engine
 lock (evals.runner.engine_lock), so an engine of one pytest worker waits for another's.
-Under pytest-xdist (`nox -s tests` runs `-n 3 --dist loadscope`) the engine tests form two
+Under pytest-xdist (`nox -s tests` runs `-n 4 --dist loadscope`) the engine tests form three
 work units (`ENGINE_STREAMS`), one per worker, whose imports, audits and analyses overlap
-the other's engine; the third worker runs the quick tests, on the core a stream waiting for
-its engine turn leaves idle. The quick tests run at a lower priority (`QUICK_NICENESS`): the
+the others' engines; the fourth worker runs the quick tests, on the core a stream waiting
+for its engine turn leaves idle. The quick tests run at a lower priority (`QUICK_NICENESS`): the
 engine streams set the wall time, so a quick test takes only the CPU they leave, instead of
 slowing both streams by a third while the quick tests run first and leaving a core idle at
 the end, when the quick tests are done and one stream runs alone.
@@ -42,17 +42,20 @@ def outside_ci():
 
 
 ENGINE_TESTS = "tests/engine/"
-# The engine tests' two streams, by file. A stream's tests share one session (its run
+# The engine tests' three streams, by file. A stream's tests share one session (its run
 # store, the shared A/B, the degraded model), so files that reuse each other's runs stay
-# together: stream 1 holds the shared baseline's users. Balanced by measured time (with
-# the quick tests niced, on a 2-core Xeon: stream 1 616 s and stream 2 708 s of tests before
-# the LoRA and engine-exit tests, 58 s, moved to stream 1).
+# together: stream 1 holds the shared baseline's users, stream 3 files that use only their
+# own runs. Balanced by measured time (with the quick tests niced, on a 2-core Xeon: stream 1
+# 616 s and stream 2 708 s of tests before the LoRA and engine-exit tests, 58 s, moved to
+# stream 1; with two streams, at 497 s and 505 s, the last 1-2 minutes ran on one core once
+# the quick tests had ended, so the Ray, logprob-shift, hybrid-model and serving tests became
+# stream 3: 473 s, 435 s and 414 s).
 ENGINE_STREAMS = {
     "test_ab_end_to_end.py": 1, "test_embedded_model.py": 1, "test_study.py": 1,
-    "test_config_audit.py": 1, "test_structured_output.py": 1, "test_serving.py": 1,
+    "test_config_audit.py": 1, "test_structured_output.py": 1, "test_serving.py": 3,
     "test_lora.py": 1, "test_engine_exit.py": 1, "test_model_inspection.py": 1,
-    "test_ray_executor.py": 2, "test_fault_canaries.py": 2, "test_history.py": 2,
-    "test_ci_examples.py": 2, "test_logprob_shift.py": 2, "test_hybrid_model.py": 2,
+    "test_fault_canaries.py": 2, "test_history.py": 2, "test_ci_examples.py": 2,
+    "test_ray_executor.py": 3, "test_logprob_shift.py": 3, "test_hybrid_model.py": 3,
 }
 
 
@@ -92,10 +95,10 @@ except ImportError:  # pytest-xdist is optional: without it the tests run in one
     pass
 else:
     class EngineStreams(LoadScopeScheduling):
-        """The engine tests in two work units (ENGINE_STREAMS), each run in order by one
+        """The engine tests in three work units (ENGINE_STREAMS), each run in order by one
         worker with its session fixtures; every other test is a unit of its own. The
-        biggest units go out first, so the first two workers start on an engine stream and
-        any other worker on the quick tests. pytest-xdist's
+        biggest units go out first, so the first three workers start on an engine stream
+        and any other worker on the quick tests. pytest-xdist's
         own `xdist_group` mark does not group under pytest 9 (it renames node ids, which
         pytest 9 no longer reads back)."""
 
