@@ -9,7 +9,7 @@ work units (`ENGINE_STREAMS`), one per worker, whose imports, audits and analyse
 the others' engines; the fourth worker runs the quick tests, on the core a stream waiting
 for its engine turn leaves idle. The quick tests run at a lower priority (`QUICK_NICENESS`): the
 engine streams set the wall time, so a quick test takes only the CPU they leave, instead of
-slowing both streams by a third while the quick tests run first and leaving a core idle at
+slowing the streams by a third while the quick tests run first and leaving a core idle at
 the end, when the quick tests are done and one stream runs alone.
 
 The tests run with the CI systems' variables removed (the suite writes a job summary,

@@ -49,7 +49,7 @@ def shared_store(tmp_path_factory):
 def fork_servers(tmp_path_factory):
     """The session's fork servers' folder: every `ab` forks its offline workers from them.
     Under pytest-xdist the workers share one folder (beside their own temporary folders), so
-    both engine streams fork from the same servers and each environment is imported once
+    all the engine streams fork from the same servers and each environment is imported once
     per session, not once per stream (pytest's own variables do not split a server:
     evals.runner.fork_server.is_late). The last worker to end stops them (else they would
     end after IDLE_SECONDS)."""
