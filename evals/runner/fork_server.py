@@ -177,7 +177,12 @@ def fork_sibling(argv: list[str], cwd: str) -> ForkedProcess:
     _check_argv(argv)
     if FORKED_ENV not in os.environ or FORK_KEY_ENV not in os.environ:
         raise ForkServerUnavailable("this process was not forked by a fork server")
-    folder, key = json.loads(os.environ[FORK_KEY_ENV])
+    try:
+        folder, key = json.loads(os.environ[FORK_KEY_ENV])
+        if not (isinstance(folder, str) and isinstance(key, str)):
+            raise TypeError("not two strings")
+    except (ValueError, TypeError) as exc:  # not JSON, or not a list of two strings
+        raise ForkServerUnavailable(f"{FORK_KEY_ENV} is not [folder, key]: {exc}") from None
     conn = _try_connect(_address(Path(folder), key))
     if conn is None:
         raise ForkServerUnavailable(f"the fork server {key} in {folder} is gone")

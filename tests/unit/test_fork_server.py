@@ -218,6 +218,16 @@ def test_a_forked_child_forks_a_sibling_from_its_own_server(setup):
         fork_server.fork_sibling(["-m", "stand_in", "x", "0"], str(REPO))
 
 
+@pytest.mark.parametrize("value", ["not json", "5", '["only one"]', '[1, 2]', '["a", "b", "c"]'])
+def test_a_malformed_fork_key_is_unavailable_not_a_crash(monkeypatch, value):
+    """A child whose EVALS_FORK_KEY was overwritten (by a user's shell, a wrapper) falls back
+    like one whose server is gone: ForkServerUnavailable, which every caller handles."""
+    monkeypatch.setenv(fork_server.FORKED_ENV, "1")
+    monkeypatch.setenv(fork_server.FORK_KEY_ENV, value)
+    with pytest.raises(ForkServerUnavailable, match="is not \\[folder, key\\]"):
+        fork_server.fork_sibling(["-m", "stand_in", "x", "0"], str(REPO))
+
+
 def test_what_cannot_be_forked_says_why(setup):
     folder, env, _ = setup
     with pytest.raises(ForkServerUnavailable, match="only `-m MODULE`"):
