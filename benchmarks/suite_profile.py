@@ -51,21 +51,21 @@ def summarize(samples: list[tuple[float, bool]], min_gap: float = 2.0) -> dict:
     held = 0.0
     first = None
     gaps = []
-    free_since = 0.0
+    free_since = None  # the start of a free stretch after the first hold
     previous = 0.0
     for t, locked in samples:
         if locked:
             held += t - previous
             if first is None:
                 first = t
-            if free_since is not None and first != t and t - free_since >= min_gap:
+            if free_since is not None and t - free_since >= min_gap:
                 gaps.append({"at": round(free_since, 1), "seconds": round(t - free_since, 1)})
             free_since = None
-        elif free_since is None:
+        elif free_since is None and first is not None:
             free_since = t
         previous = t
     end = samples[-1][0] if samples else 0.0
-    if free_since is not None and first is not None and end - free_since >= min_gap:
+    if free_since is not None and end - free_since >= min_gap:
         gaps.append({"at": round(free_since, 1), "seconds": round(end - free_since, 1)})
     return {"wall_seconds": round(end, 1), "held_seconds": round(held, 1),
             "first_hold_at": None if first is None else round(first, 1), "free_gaps": gaps}
@@ -95,9 +95,14 @@ def main(argv: list[str]) -> int:
               "cpu": _cpu_model(), "lock": str(lock), **summarize(samples)}
     out.write_text(json.dumps(result, indent=1) + "\n")
     share = result["held_seconds"] / max(result["wall_seconds"], 1e-9)
-    print(f"wall {result['wall_seconds']:.0f} s; engine lock held {result['held_seconds']:.0f} s "
-          f"({share:.0%}); first held at {result['first_hold_at']} s; free stretches over 2 s: "
-          + ", ".join(f"{g['seconds']} s at {g['at']} s" for g in result["free_gaps"]))
+    if result["first_hold_at"] is None:
+        print(f"wall {result['wall_seconds']:.0f} s; the engine lock {lock} was never held")
+    else:
+        print(f"wall {result['wall_seconds']:.0f} s; engine lock held "
+              f"{result['held_seconds']:.0f} s ({share:.0%}); first held at "
+              f"{result['first_hold_at']} s; free stretches over 2 s: "
+              + (", ".join(f"{g['seconds']} s at {g['at']} s" for g in result["free_gaps"])
+                 or "none"))
     return proc.returncode
 
 

@@ -61,6 +61,9 @@ def test_main_profiles_a_command_that_holds_the_lock(tmp_path, monkeypatch, caps
     assert result["first_hold_at"] is not None and result["held_seconds"] > 0
     assert result["first_hold_at"] < result["wall_seconds"]
     assert "engine lock held" in capsys.readouterr().out
+    assert suite_profile.main([str(out), "--", sys.executable, "-c", "pass"]) == 0
+    assert json.loads(out.read_text())["first_hold_at"] is None
+    assert "was never held" in capsys.readouterr().out
 
 
 def test_a_command_after_two_dashes_is_required(capsys):
