@@ -7,7 +7,9 @@ engine lock the tests set (`EVALS_ENGINE_LOCK`, tests/conftest.py) is held. Engi
 at a time under that lock, so while it is held without a break the engines set the pace, and
 the time before its first hold (imports, fixtures) and its free stretches are the rest. It
 prints the wall time, the seconds held, the first hold and every free stretch of more than
-two seconds, and writes them to OUT.json with the CPU model. Linux only (/proc/locks).
+two seconds, and how busy the machine's cores were (/proc/stat, every process counted),
+and writes them to OUT.json with the CPU model. Held without a break while the cores are
+not busy means the engine chain sets the pace; busy cores mean CPU time does. Linux only.
 """
 
 from __future__ import annotations
@@ -71,6 +73,14 @@ def summarize(samples: list[tuple[float, bool]], min_gap: float = 2.0) -> dict:
             "first_hold_at": None if first is None else round(first, 1), "free_gaps": gaps}
 
 
+def cpu_times(proc_stat: str) -> tuple[int, int]:
+    """(busy, all) jiffies of the machine's cores from /proc/stat's first line: idle and
+    iowait are not busy; guest time is already inside user and nice."""
+    fields = [int(x) for x in proc_stat.splitlines()[0].split()[1:]]
+    total = sum(fields[:8])  # user nice system idle iowait irq softirq steal
+    return total - fields[3] - fields[4], total
+
+
 def _cpu_model() -> str:
     for line in Path("/proc/cpuinfo").read_text().splitlines():
         if line.startswith("model name"):
@@ -85,20 +95,28 @@ def main(argv: list[str]) -> int:
     out, command = Path(argv[0]), argv[2:]
     lock = Path(os.environ.get("EVALS_ENGINE_LOCK") or LOCK)
     started = time.monotonic()
+    busy_before, all_before = cpu_times(Path("/proc/stat").read_text())
     proc = subprocess.Popen(command)
     samples = []
     while proc.poll() is None:
         samples.append((time.monotonic() - started, is_held(lock)))
         time.sleep(STEP)
     samples.append((time.monotonic() - started, False))
+    busy_after, all_after = cpu_times(Path("/proc/stat").read_text())
     result = {"schema": SCHEMA, "command": command, "exit_code": proc.returncode,
-              "cpu": _cpu_model(), "lock": str(lock), **summarize(samples)}
+              "cpu": _cpu_model(), "cores": os.cpu_count(), "lock": str(lock),
+              # the whole machine's, every process counted (daemons and servers too)
+              "cores_busy_share": round((busy_after - busy_before)
+                                        / max(all_after - all_before, 1), 3),
+              **summarize(samples)}
     out.write_text(json.dumps(result, indent=1) + "\n")
     share = result["held_seconds"] / max(result["wall_seconds"], 1e-9)
     if result["first_hold_at"] is None:
-        print(f"wall {result['wall_seconds']:.0f} s; the engine lock {lock} was never held")
+        print(f"wall {result['wall_seconds']:.0f} s, cores busy {result['cores_busy_share']:.0%}; "
+              f"the engine lock {lock} was never held")
     else:
-        print(f"wall {result['wall_seconds']:.0f} s; engine lock held "
+        print(f"wall {result['wall_seconds']:.0f} s, cores busy {result['cores_busy_share']:.0%}; "
+              "engine lock held "
               f"{result['held_seconds']:.0f} s ({share:.0%}); first held at "
               f"{result['first_hold_at']} s; free stretches over 2 s: "
               + (", ".join(f"{g['seconds']} s at {g['at']} s" for g in result["free_gaps"])

@@ -25,6 +25,12 @@ def test_locked_inodes_reads_holders_and_waiters():
     assert suite_profile.locked_inodes("") == set()
 
 
+def test_cpu_times_from_proc_stat():
+    # user nice system idle iowait irq softirq steal guest guest_nice
+    stat = "cpu  100 20 30 800 40 5 5 0 7 0\ncpu0 50 10 15 400 20 2 3 0 3 0\n"
+    assert suite_profile.cpu_times(stat) == (100 + 20 + 30 + 5 + 5, 1000)
+
+
 def test_summarize_counts_holds_and_free_stretches():
     # one sample a second: held at 5-10 s, 14-20 s and 22-30 s; free from 11 s to the hold
     # at 14 s (3 s: a gap), from 21 s to 22 s (1 s: too short), from 31 s to the end at 34 s
@@ -60,6 +66,7 @@ def test_main_profiles_a_command_that_holds_the_lock(tmp_path, monkeypatch, caps
     assert result["schema"] == "suite_profile/1" and result["exit_code"] == 0
     assert result["first_hold_at"] is not None and result["held_seconds"] > 0
     assert result["first_hold_at"] < result["wall_seconds"]
+    assert 0 < result["cores_busy_share"] <= 1  # python itself ran
     assert "engine lock held" in capsys.readouterr().out
     assert suite_profile.main([str(out), "--", sys.executable, "-c", "pass"]) == 0
     assert json.loads(out.read_text())["first_hold_at"] is None
