@@ -110,17 +110,15 @@ def main(argv: list[str]) -> int:
                                         / max(all_after - all_before, 1), 3),
               **summarize(samples)}
     out.write_text(json.dumps(result, indent=1) + "\n")
-    share = result["held_seconds"] / max(result["wall_seconds"], 1e-9)
+    line = f"wall {result['wall_seconds']:.0f} s, cores busy {result['cores_busy_share']:.0%}; "
     if result["first_hold_at"] is None:
-        print(f"wall {result['wall_seconds']:.0f} s, cores busy {result['cores_busy_share']:.0%}; "
-              f"the engine lock {lock} was never held")
+        line += f"the engine lock {lock} was never held"
     else:
-        print(f"wall {result['wall_seconds']:.0f} s, cores busy {result['cores_busy_share']:.0%}; "
-              "engine lock held "
-              f"{result['held_seconds']:.0f} s ({share:.0%}); first held at "
-              f"{result['first_hold_at']} s; free stretches over 2 s: "
-              + (", ".join(f"{g['seconds']} s at {g['at']} s" for g in result["free_gaps"])
-                 or "none"))
+        share = result["held_seconds"] / max(result["wall_seconds"], 1e-9)
+        gaps = ", ".join(f"{g['seconds']} s at {g['at']} s" for g in result["free_gaps"])
+        line += (f"engine lock held {result['held_seconds']:.0f} s ({share:.0%}); first held at "
+                 f"{result['first_hold_at']} s; free stretches over 2 s: {gaps or 'none'}")
+    print(line)
     return proc.returncode
 
 

@@ -20,6 +20,13 @@ PROC_LOCKS = """\
 """
 
 
+def test_the_default_lock_is_the_one_the_tests_set():
+    spec = importlib.util.spec_from_file_location("tests_conftest", REPO / "tests" / "conftest.py")
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
+    assert suite_profile.LOCK == conftest.ENGINE_LOCK
+
+
 def test_locked_inodes_reads_holders_and_waiters():
     assert suite_profile.locked_inodes(PROC_LOCKS) == {1183, 77, 4242}
     assert suite_profile.locked_inodes("") == set()
