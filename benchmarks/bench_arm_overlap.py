@@ -43,16 +43,21 @@ def write_aa_config(folder: Path, limit: int, name: str) -> Path:
     return path
 
 
+def aa_summary(done: subprocess.CompletedProcess, reports: Path) -> dict:
+    """The finished A/A's summary.json (its one run under `reports`); exits on a failed A/A."""
+    if done.returncode not in (0, 3):
+        raise SystemExit(f"the A/A failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
+    (run_dir,) = [p.parent for p in reports.glob("*/summary.json")]
+    return json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+
+
 def one_run(folder: Path, limit: int) -> dict:
     path = write_aa_config(folder, limit, "bench-overlap")
     reports = folder / "reports"
     done = subprocess.run([sys.executable, "-m", "evals", "ab", str(path), "--reports",
                            str(reports), "--store", str(folder / "store"), "--fresh"],
                           cwd=ROOT, capture_output=True, text=True)
-    if done.returncode not in (0, 3):
-        raise SystemExit(f"the A/A failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
-    (run_dir,) = [p.parent for p in reports.glob("*/summary.json")]
-    summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    summary = aa_summary(done, reports)
     timelines = {arm: summary["arms"][arm]["timeline"] for arm in ("baseline", "candidate")}
     own = {arm: (t["imported"] - t["started"]) + (t["finished"] - t["engine_turn"])
            for arm, t in timelines.items()}

@@ -15,7 +15,6 @@ medians of the same session.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -27,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench_arm_overlap import write_aa_config  # noqa: E402 - this folder's A/A
+from bench_arm_overlap import aa_summary, write_aa_config  # noqa: E402 - this folder's A/A
 
 from evals.runner.fork_server import FORK_SERVER_ENV, stop_servers  # noqa: E402
 
@@ -43,10 +42,7 @@ def one_run(folder: Path, limit: int, servers: Path | None) -> dict:
                            str(reports), "--store", str(folder / "store"), "--fresh"],
                           cwd=ROOT, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - started
-    if done.returncode not in (0, 3):
-        raise SystemExit(f"the A/A failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
-    (run_dir,) = [p.parent for p in reports.glob("*/summary.json")]
-    summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    summary = aa_summary(done, reports)
     arms = [summary["arms"][arm] for arm in ("baseline", "candidate")]
     if any(a["forked"] != (servers is not None) for a in arms):
         raise SystemExit(f"expected forked={servers is not None}: {done.stdout[-2000:]}")

@@ -54,6 +54,7 @@ ENGINE_STREAMS = {
     "test_ab_end_to_end.py": 1, "test_embedded_model.py": 1, "test_study.py": 1,
     "test_config_audit.py": 1, "test_structured_output.py": 1, "test_serving.py": 3,
     "test_lora.py": 1, "test_engine_exit.py": 1, "test_model_inspection.py": 1,
+    "test_fork_preload.py": 1,
     "test_fault_canaries.py": 2, "test_history.py": 2, "test_ci_examples.py": 2,
     "test_ray_executor.py": 3, "test_logprob_shift.py": 3, "test_hybrid_model.py": 3,
 }

@@ -9,8 +9,11 @@ BACKEND_MODULES = {"offline": "lm_eval.models.vllm_causallms", "hf": "lm_eval.mo
                    "endpoint": "lm_eval.models.openai_completions"}
 
 # An offline worker's imports, done once by a fork server when EVALS_FORK_SERVER is set, and
-# lm-eval's environment report, computed once for them all (a `module:function` entry)
+# (`module:function` entries, called once) lm-eval's environment report, computed once for
+# them all, and what vLLM imports when it starts an engine (its engine core, scheduler and
+# this platform's worker: ~0.5 s of every forked arm's engine turn on a 2-core CPU)
 FORK_MODULES = ("lm_eval.tasks", "lm_eval.evaluator", BACKEND_MODULES["offline"],
                 "evals.runner.backends", "evals.runner.config_resolver",
                 "evals.runner.chunk_merge", "evals.pair.samples", "evals.plan.schedule",
-                "evals.runner.lm_eval_env:cache_env_info")
+                "evals.runner.lm_eval_env:cache_env_info",
+                "evals.runner.vllm_compat:import_engine_modules")

@@ -1,0 +1,38 @@
+"""A fork server imports what vLLM imports when it starts an engine (its engine core,
+scheduler and the platform's worker module: evals.runner.vllm_compat.import_engine_modules,
+an entry of FORK_MODULES), so a forked arm's engine turn does not import them under the
+engine lock (benchmarks/bench_fork_preload.py: an engine start 1.18 s against 1.84 s).
+Checked on the real vLLM: an engine started in a forked child, as an arm's worker starts it,
+finds them imported, and the worker class vLLM picks on this platform is among them."""
+
+from __future__ import annotations
+
+import json
+
+from engine_helpers import CPU_ENV, ENGINE, MODEL, save_artifact
+
+from evals.plan.arm_spec import ArmSpec
+from evals.runner import fork_server
+from evals.runner.launch import REPO_ROOT, worker_env
+from evals.runner.worker_imports import FORK_MODULES
+
+
+def test_a_forked_engine_start_finds_vllms_engine_modules_imported(tmp_path, fork_servers):
+    assert "evals.runner.vllm_compat:import_engine_modules" in FORK_MODULES
+    spec = ArmSpec(arm="preload", model=str(MODEL), engine=ENGINE, env=CPU_ENV,
+                   tasks=("tiny_addition",), limit=None, num_fewshot=0, seed=1234,
+                   include_paths=(), output_dir=str(tmp_path))
+    probe = fork_server.fork(fork_servers, ["-m", "tests.engine.engine_start_probe", str(MODEL),
+                                            json.dumps(ENGINE)],
+                             worker_env(spec), str(REPO_ROOT), modules=FORK_MODULES)
+    output, _ = probe.communicate(timeout=600)
+    assert probe.returncode == 0, output[-3000:]
+    result = json.loads(output.strip().splitlines()[-1])
+    save_artifact("fork_preload.json", result)
+    assert result["generated"] == 2
+    # the worker class vLLM picked for this platform is in a module the server imported
+    worker_module = result["worker_cls"].rpartition(".")[0]
+    assert worker_module in result["engine_modules"], result["worker_cls"]
+    # every one of them was imported before the engine started, none by the start itself
+    assert result["had_before"] == sorted(result["engine_modules"])
+    assert not set(result["engine_modules"]) & set(result["new_vllm_modules"])
