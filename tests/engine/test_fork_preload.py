@@ -1,5 +1,5 @@
-"""A fork server imports what vLLM imports when it starts an engine (its engine core,
-scheduler and the platform's worker module: evals.runner.vllm_compat.import_engine_modules,
+"""On a CPU a fork server imports what vLLM imports when it starts an engine (its engine core,
+scheduler and CPU worker: evals.runner.vllm_compat.import_engine_modules,
 an entry of FORK_MODULES), so a forked arm's engine turn does not import them under the
 engine lock (benchmarks/bench_fork_preload.py: an engine start 1.18 s against 1.84 s).
 Checked on the real vLLM: an engine started in a forked child, as an arm's worker starts it,
