@@ -134,8 +134,8 @@ def run_model_inspection() -> None:
     importlib.import_module("vllm.model_executor.models.registry")._run()
 
 
-ENGINE_MODULES = ("vllm.v1.engine.core", "vllm.v1.executor.uniproc_executor",
-                  "vllm.v1.core.sched.scheduler")
+_CPU_ENGINE_MODULES = ("vllm.v1.engine.core", "vllm.v1.executor.uniproc_executor",
+                       "vllm.v1.core.sched.scheduler", "vllm.v1.worker.cpu_worker")
 
 
 def engine_modules() -> tuple[str, ...]:
@@ -145,7 +145,7 @@ def engine_modules() -> tuple[str, ...]:
     uninitialised for the children has not been verified, so nothing is imported ahead."""
     if not importlib.import_module("vllm.platforms").current_platform.is_cpu():
         return ()
-    return (*ENGINE_MODULES, "vllm.v1.worker.cpu_worker")
+    return _CPU_ENGINE_MODULES
 
 
 def import_engine_modules() -> list[str]:
