@@ -66,3 +66,22 @@ def read_summary(reports: Path) -> dict:
 def save_artifact(name: str, data) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     (ARTIFACTS / name).write_text(json.dumps(data, indent=2, sort_keys=True, default=str))
+
+
+def run_forked_probe(fork_servers: Path, output_dir: Path, module: str, *args: str):
+    """`python -m MODULE ARGS` forked by the session's fork server in an offline arm's
+    environment (the engine tests' engine and CPU settings), as an arm's worker is forked.
+    Returns its last output line, parsed as JSON, once it has exited 0, and the process."""
+    from evals.plan.arm_spec import ArmSpec
+    from evals.runner import fork_server
+    from evals.runner.launch import REPO_ROOT, worker_env
+    from evals.runner.worker_imports import FORK_MODULES
+
+    spec = ArmSpec(arm="probe", model=str(MODEL), engine=ENGINE, env=CPU_ENV,
+                   tasks=("tiny_addition",), limit=None, num_fewshot=0, seed=1234,
+                   include_paths=(), output_dir=str(output_dir))
+    probe = fork_server.fork(fork_servers, ["-m", module, *args], worker_env(spec),
+                             str(REPO_ROOT), modules=FORK_MODULES)
+    output, _ = probe.communicate(timeout=600)
+    assert probe.returncode == 0, output[-3000:]
+    return json.loads(output.strip().splitlines()[-1]), probe

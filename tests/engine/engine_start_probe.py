@@ -25,8 +25,9 @@ def main(model: str, engine_json: str) -> None:
     if not isinstance(worker_cls, str):
         worker_cls = f"{worker_cls.__module__}.{worker_cls.__qualname__}"
     new = sorted(m for m in set(sys.modules) - before if m.split(".")[0] == "vllm")
-    print(json.dumps({"engine_modules": list(vllm_compat.engine_modules()),
-                      "had_before": sorted(set(vllm_compat.engine_modules()) & before),
+    preloaded = vllm_compat.engine_modules()
+    print(json.dumps({"engine_modules": list(preloaded),
+                      "had_before": sorted(set(preloaded) & before),
                       "worker_cls": worker_cls, "new_vllm_modules": new,
                       "generated": len(out[0].outputs[0].token_ids)}), flush=True)
     os._exit(0)  # as a worker ends (evals.runner.worker.exit_now): no engine shutdown

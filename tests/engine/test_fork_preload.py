@@ -9,25 +9,15 @@ from __future__ import annotations
 
 import json
 
-from engine_helpers import CPU_ENV, ENGINE, MODEL, save_artifact
+from engine_helpers import ENGINE, MODEL, run_forked_probe, save_artifact
 
-from evals.plan.arm_spec import ArmSpec
-from evals.runner import fork_server
-from evals.runner.launch import REPO_ROOT, worker_env
 from evals.runner.worker_imports import FORK_MODULES
 
 
 def test_a_forked_engine_start_finds_vllms_engine_modules_imported(tmp_path, fork_servers):
     assert "evals.runner.vllm_compat:import_engine_modules" in FORK_MODULES
-    spec = ArmSpec(arm="preload", model=str(MODEL), engine=ENGINE, env=CPU_ENV,
-                   tasks=("tiny_addition",), limit=None, num_fewshot=0, seed=1234,
-                   include_paths=(), output_dir=str(tmp_path))
-    probe = fork_server.fork(fork_servers, ["-m", "tests.engine.engine_start_probe", str(MODEL),
-                                            json.dumps(ENGINE)],
-                             worker_env(spec), str(REPO_ROOT), modules=FORK_MODULES)
-    output, _ = probe.communicate(timeout=600)
-    assert probe.returncode == 0, output[-3000:]
-    result = json.loads(output.strip().splitlines()[-1])
+    result, _ = run_forked_probe(fork_servers, tmp_path, "tests.engine.engine_start_probe",
+                                 str(MODEL), json.dumps(ENGINE))
     save_artifact("fork_preload.json", result)
     assert result["generated"] == 2
     # the worker class vLLM picked for this platform is in a module the server imported

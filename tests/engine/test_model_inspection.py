@@ -7,24 +7,13 @@ from __future__ import annotations
 
 import json
 
-from engine_helpers import CPU_ENV, ENGINE, MODEL
-
-from evals.plan.arm_spec import ArmSpec
-from evals.runner import fork_server
-from evals.runner.launch import REPO_ROOT, worker_env
-from evals.runner.worker_imports import FORK_MODULES
+from engine_helpers import MODEL, run_forked_probe
 
 
 def test_an_inspection_runs_in_a_sibling_fork_and_gives_vllms_answer(tmp_path, fork_servers):
     architecture = json.loads((MODEL / "config.json").read_text())["architectures"][0]
-    spec = ArmSpec(arm="inspection", model=str(MODEL), engine=ENGINE, env=CPU_ENV,
-                   tasks=("tiny_addition",), limit=None, num_fewshot=0, seed=1234,
-                   include_paths=(), output_dir=str(tmp_path))
-    probe = fork_server.fork(fork_servers, ["-m", "tests.engine.inspection_probe", architecture],
-                             worker_env(spec), str(REPO_ROOT), modules=FORK_MODULES)
-    output, _ = probe.communicate(timeout=600)
-    assert probe.returncode == 0, output[-3000:]
-    result = json.loads(output.strip().splitlines()[-1])
+    result, probe = run_forked_probe(fork_servers, tmp_path, "tests.engine.inspection_probe",
+                                     architecture)
     assert result["routed"] is True
     # another child of the probe's own fork server: neither the probe nor a child of it
     assert result["where"]["parent"] == result["server"] == probe.server_pid
