@@ -18,9 +18,11 @@ those outputs sets them itself."""
 
 import os
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
+from stream_times import format_unit_times, unit_times
 
 CI_VARIABLES = ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "GITHUB_OUTPUT", "GITLAB_CI",
                 "EVALS_DOTENV")
@@ -110,3 +112,29 @@ else:
         if config.getvalue("dist") == "loadscope":
             return EngineStreams(config, log)
         return None
+
+
+# when each unit ran (tests/stream_times.py), printed at the end of every run: the streams'
+# balance differs between CPU kinds
+_PHASES: list[tuple[str, str, float, float]] = []
+_SESSION_START: list[float] = []
+
+
+def pytest_sessionstart(session):
+    _SESSION_START.append(time.time())
+
+
+def pytest_runtest_logreport(report):
+    if os.environ.get("PYTEST_XDIST_WORKER") or not report.start:
+        return  # the controller collects every worker's reports
+    _PHASES.append((report.nodeid, report.when, report.start, report.stop))
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _PHASES or not _SESSION_START:
+        return
+    times = unit_times(_PHASES, _SESSION_START[0],
+                       lambda nodeid: engine_stream(nodeid) or "quick tests")
+    terminalreporter.write_sep("=", "when each unit ran (tests/conftest.py ENGINE_STREAMS)")
+    for line in format_unit_times(times):
+        terminalreporter.write_line(line)
