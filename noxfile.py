@@ -171,7 +171,7 @@ def tests(session: nox.Session) -> None:
     install_engine(session)
     _ensure_chromium(session)
     _write_bytecode(session)
-    # Four pytest workers: three run one stream each of the engine tests (tests/conftest.py:
+    # Four pytest workers: three run one stream each of the engine tests (tests/engine_streams.py:
     # ENGINE_STREAMS), the fourth the quick tests. The machine's engine lock
     # (evals.runner.engine_lock) keeps engines one at a time, and a stream waiting for its
     # turn leaves a core idle; the other streams and the quick tests' worker use it (on 2

@@ -5,12 +5,13 @@
 Engines start one at a time on this machine: every test session sets the machine's engine
 lock (evals.runner.engine_lock), so an engine of one pytest worker waits for another's.
 Under pytest-xdist (`nox -s tests` runs `-n 4 --dist loadscope`) the engine tests form three
-work units (`ENGINE_STREAMS`), one per worker, whose imports, audits and analyses overlap
-the others' engines; the fourth worker runs the quick tests, on the core a stream waiting
-for its engine turn leaves idle. The quick tests run at a lower priority (`QUICK_NICENESS`): the
-engine streams set the wall time, so a quick test takes only the CPU they leave, instead of
-slowing the streams by a third while the quick tests run first and leaving a core idle at
-the end, when the quick tests are done and one stream runs alone.
+work units (`ENGINE_STREAMS` in tests/engine_streams.py), one per worker, whose imports,
+audits and analyses overlap the others' engines; the fourth worker runs the quick tests, on
+the core a stream waiting for its engine turn leaves idle. The quick tests run at a lower
+priority (`QUICK_NICENESS`): the engine streams set the wall time, so a quick test takes
+only the CPU they leave, instead of slowing the streams by a third while the quick tests run
+first and leaving a core idle at the end, when the quick tests are done and one stream runs
+alone.
 
 The tests run with the CI systems' variables removed (the suite writes a job summary,
 annotations and a dotenv when it sees them, evals.report.ci_outputs); a test that checks
@@ -22,7 +23,7 @@ import time
 from pathlib import Path
 
 import pytest
-from stream_times import format_unit_times, unit_times
+from engine_streams import ENGINE_TESTS, engine_stream, format_unit_times, unit_times
 
 CI_VARIABLES = ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "GITHUB_OUTPUT", "GITLAB_CI",
                 "EVALS_DOTENV")
@@ -41,34 +42,6 @@ def outside_ci():
     patch.setenv("EVALS_ENGINE_LOCK", os.environ.get("EVALS_ENGINE_LOCK") or str(ENGINE_LOCK))
     yield
     patch.undo()
-
-
-ENGINE_TESTS = "tests/engine/"
-# The engine tests' three streams, by file. A stream's tests share one session (its run
-# store, the shared A/B, the degraded model), so files that reuse each other's runs stay
-# together: stream 1 holds the shared baseline's users, stream 3 files that use only their
-# own runs. Balanced by measured time (with the quick tests niced, on a 2-core Xeon: stream 1
-# 616 s and stream 2 708 s of tests before the LoRA and engine-exit tests, 58 s, moved to
-# stream 1; with two streams, at 497 s and 505 s, the last 1-2 minutes ran on one core once
-# the quick tests had ended, so the Ray, logprob-shift, hybrid-model and serving tests became
-# stream 3: 473 s, 435 s and 414 s).
-ENGINE_STREAMS = {
-    "test_ab_end_to_end.py": 1, "test_embedded_model.py": 1, "test_study.py": 1,
-    "test_config_audit.py": 1, "test_structured_output.py": 1, "test_serving.py": 3,
-    "test_lora.py": 1, "test_engine_exit.py": 1, "test_model_inspection.py": 1,
-    "test_fork_preload.py": 1,
-    "test_fault_canaries.py": 2, "test_history.py": 2, "test_ci_examples.py": 2,
-    "test_ray_executor.py": 3, "test_logprob_shift.py": 3, "test_hybrid_model.py": 3,
-}
-
-
-def engine_stream(nodeid: str) -> str | None:
-    """The work unit of an engine test (`tests/engine/#1` or `#2`); None for other tests.
-    A file missing from ENGINE_STREAMS joins stream 2."""
-    if not nodeid.startswith(ENGINE_TESTS):
-        return None
-    name = nodeid[len(ENGINE_TESTS):].split("::")[0]
-    return f"{ENGINE_TESTS}#{ENGINE_STREAMS.get(name, 2)}"
 
 
 QUICK_NICENESS = 10
@@ -114,7 +87,7 @@ else:
         return None
 
 
-# when each unit ran (tests/stream_times.py), printed at the end of every run: the streams'
+# when each unit ran (tests/engine_streams.py), printed at the end of every run: the streams'
 # balance differs between CPU kinds
 _PHASES: list[tuple[str, str, float, float]] = []
 _SESSION_START: list[float] = []
@@ -135,6 +108,6 @@ def pytest_terminal_summary(terminalreporter):
         return
     times = unit_times(_PHASES, _SESSION_START[0],
                        lambda nodeid: engine_stream(nodeid) or "quick tests")
-    terminalreporter.write_sep("=", "when each unit ran (tests/conftest.py ENGINE_STREAMS)")
+    terminalreporter.write_sep("=", "when each unit ran (ENGINE_STREAMS in tests/engine_streams.py)")
     for line in format_unit_times(times):
         terminalreporter.write_line(line)

@@ -377,6 +377,10 @@ def serve(folder: Path, key: str, modules: list[str]) -> int:
                 break
     except _Stop:
         pass
+    except Exception:  # noqa: BLE001 - a failed import: into the log before the listener
+        traceback.print_exc()  # closes, so a waiting launcher told "see the log" finds it
+        sys.stderr.flush()
+        return 1
     finally:
         for pid in children:
             _signal_group(pid, signal.SIGTERM)

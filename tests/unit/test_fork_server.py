@@ -8,6 +8,7 @@ tests/engine runs every offline arm's worker through it on real engines."""
 from __future__ import annotations
 
 import json
+import re
 import os
 import signal
 import socket
@@ -236,6 +237,34 @@ def test_what_cannot_be_forked_says_why(setup):
         fork(folder, ["-m", "stand_in", "x", "0"], env, str(REPO),
              modules=("no_such_module_anywhere",))
     (log,) = [p for p in folder.glob("*.log") if "no_such_module_anywhere" in p.read_text()]
+
+
+SLOW_FAILURE = """
+import time
+
+
+class SlowToSay(Exception):
+    def __str__(self):
+        time.sleep(1.0)  # a traceback that takes a while to write (a slow or busy machine)
+        return "slow_failing_module failed"
+
+
+time.sleep(0.5)  # the launcher connects and sends its request meanwhile
+raise SlowToSay()
+"""
+
+
+def test_a_failed_imports_traceback_is_in_the_log_before_the_launcher_is_told(setup):
+    """The server writes the traceback and only then closes its socket: a launcher waiting
+    for its fork, told "see ....log", finds the reason there at once, however slow the
+    writing (this failed on two slowed cores, benchmarks/slow_cores.py, when the traceback
+    was written after the socket had closed)."""
+    folder, env, tmp = setup
+    (tmp / "code" / "slow_failing_module.py").write_text(SLOW_FAILURE)
+    with pytest.raises(ForkServerUnavailable, match=r"fork server exited .*; see (.*\.log)") as err:
+        fork(folder, ["-m", "stand_in", "x", "0"], env, str(REPO), modules=("slow_failing_module",))
+    log = Path(re.search(r"see (\S+\.log)", str(err.value)).group(1))
+    assert "slow_failing_module failed" in log.read_text()
 
 
 def test_a_long_folder_works(setup):

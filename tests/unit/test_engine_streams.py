@@ -1,11 +1,10 @@
 """The suite's own bookkeeping: every engine test file has a stream, and the end-of-run
-timeline (tests/stream_times.py) adds up what the reports say."""
+timeline (tests/engine_streams.py) adds up what the reports say."""
 
 from pathlib import Path
 
 import pytest
-from conftest import ENGINE_STREAMS, engine_stream
-from stream_times import format_unit_times, unit_times
+from engine_streams import ENGINE_STREAMS, engine_stream, format_unit_times, unit_times
 
 ENGINE_DIR = Path(__file__).resolve().parents[1] / "engine"
 
