@@ -62,6 +62,7 @@ class SlowCores:
         self.cpus = sorted(os.sched_getaffinity(0))
         self._procs: list[multiprocessing.Process] = []
         self._started = 0.0
+        self.share = 0.0  # the share really taken, measured on leaving
 
     def __enter__(self) -> SlowCores:
         if self.busy_s <= 0:
