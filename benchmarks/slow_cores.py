@@ -17,7 +17,8 @@ cfs_quota) would not do. What is not reproduced: the other CPU's caches, memory 
 how its speed differs between kinds of code (the factor is one number, measured on the quick
 tier); the stolen share is measured and printed, not assumed.
 
-Needs root (SCHED_FIFO) and leaves the real-time budget (sched_rt_runtime_us, 95% by default)
+Needs root (SCHED_FIFO; each stealer reports whether it got it, so the refusal is certain
+however slow the machine) and leaves the real-time budget (sched_rt_runtime_us, 95% by default)
 to bound the share. Writes nothing but its report to stderr; the command's exit code is its own.
 """
 
@@ -32,12 +33,19 @@ import sys
 import time
 
 PERIOD_S = 0.010
+STARTUP_TIMEOUT_S = 30.0
 CALIBRATION_LOOPS = 20_000_000
 
 
-def _steal(cpu: int, busy_s: float, period_s: float) -> None:
+def _steal(cpu: int, busy_s: float, period_s: float, priority: int, ready) -> None:
     os.sched_setaffinity(0, {cpu})
-    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+    except PermissionError:
+        ready.send(False)
+        return
+    ready.send(True)
+    ready.close()
     clock = time.monotonic  # one clock for every core: all of them are taken at the same time,
     while True:             # so a thread cannot escape to a core that is free at that moment
         now = clock()
@@ -53,12 +61,13 @@ def _steal(cpu: int, busy_s: float, period_s: float) -> None:
 class SlowCores:
     """Context manager: the stealing processes run while inside it."""
 
-    def __init__(self, slowdown: float, period_s: float = PERIOD_S):
+    def __init__(self, slowdown: float, period_s: float = PERIOD_S, priority: int = 1):
         if slowdown < 1.0:
             raise ValueError(f"slowdown must be at least 1.0, got {slowdown}")
         self.slowdown = slowdown
         self.busy_s = period_s * (1.0 - 1.0 / slowdown)
         self.period_s = period_s
+        self.priority = priority  # SCHED_FIFO's: a higher one preempts a lower one
         self.cpus = sorted(os.sched_getaffinity(0))
         self._procs: list[multiprocessing.Process] = []
         self._started = 0.0
@@ -68,15 +77,27 @@ class SlowCores:
         if self.busy_s <= 0:
             return self
         ctx = multiprocessing.get_context("fork")
+        answers = []
         for cpu in self.cpus:
-            proc = ctx.Process(target=_steal, args=(cpu, self.busy_s, self.period_s), daemon=True)
+            receive, send = ctx.Pipe(duplex=False)
+            proc = ctx.Process(target=_steal, daemon=True,
+                               args=(cpu, self.busy_s, self.period_s, self.priority, send))
             proc.start()
+            send.close()  # the stealer holds the only sending end: its death reads as EOF
             self._procs.append(proc)
+            answers.append(receive)
+        scheduled = []
+        for receive in answers:  # each stealer says whether it got SCHED_FIFO, however slow
+            try:
+                scheduled.append(receive.poll(STARTUP_TIMEOUT_S) and receive.recv())
+            except EOFError:
+                scheduled.append(False)
+            receive.close()
         self._started = time.monotonic()
-        time.sleep(0.05)
-        for proc in self._procs:
-            if not proc.is_alive():
-                raise RuntimeError("a core stealer died at start: SCHED_FIFO needs root")
+        if not all(scheduled):
+            self._stop()
+            raise RuntimeError("a core stealer was refused SCHED_FIFO: SCHED_FIFO needs root "
+                               "(or CAP_SYS_NICE, or an RLIMIT_RTPRIO above 0)")
         return self
 
     def stolen_share(self) -> float:
@@ -94,6 +115,9 @@ class SlowCores:
 
     def __exit__(self, *exc) -> None:
         self.share = self.stolen_share()
+        self._stop()
+
+    def _stop(self) -> None:
         for proc in self._procs:
             proc.kill()
             proc.join()
