@@ -36,7 +36,7 @@ ENGINE_STREAMS = {
 
 
 def engine_stream(nodeid: str) -> str | None:
-    """The work unit of an engine test (`tests/engine/#1` or `#2`); None for other tests.
+    """The work unit of an engine test (`tests/engine/#1`, `#2` or `#3`); None for other tests.
     A file missing from ENGINE_STREAMS joins stream 2."""
     if not nodeid.startswith(ENGINE_TESTS):
         return None
