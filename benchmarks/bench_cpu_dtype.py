@@ -1,15 +1,12 @@
-"""What an AVX2-only CPU costs the embedded model in bf16 and in float32, measured here.
+"""What bf16 and float32 cost the embedded model on this CPU, measured here.
 
     python benchmarks/bench_cpu_dtype.py [--items 600] [--repeats 2]
 
 Generates the shared-prefix task's prompts (greedy, 8 tokens) with the shipped model on
-vLLM's CPU backend, one fresh process per variant: bf16 and float32, each with this CPU's
-own kernels and with the kernels an AVX2-only CPU gets (benchmarks/avx2_emulation: vLLM's
-`_C_AVX2` build, torch's AVX2 kernels, oneDNN capped at AVX2 by ONEDNN_MAX_CPU_ISA, the
-variable oneDNN itself provides for this). Ratios are against bf16 on this CPU, measured
-in the same run. On this project's AVX-512 machine the AVX2 dispatch made bf16 about 7x
-slower (oneDNN has no bf16 GEMM kernel for AVX2 and converts), float32 about 1.8x: why
-the engine tests run float32 on a CPU without AVX-512 (tests/engine/engine_helpers.py).
+vLLM's CPU backend, one fresh process per dtype, interleaved. The ratio is float32 against
+bf16, measured in the same run, on this CPU kind only: run it on each kind (AVX2-only,
+AVX-512, AVX-512 + AMX) to compare them; the engine tests run float32 on a CPU without
+AVX-512 BF16 (tests/engine/engine_helpers.py), where oneDNN has no bf16 GEMM kernel.
 """
 
 from __future__ import annotations
@@ -24,7 +21,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-EMULATION = ROOT / "benchmarks" / "avx2_emulation"
 
 
 def generate(dtype: str, items: int) -> None:
@@ -42,16 +38,13 @@ def generate(dtype: str, items: int) -> None:
     os._exit(0)  # vLLM's teardown is not measured
 
 
-def one(dtype: str, avx2: bool, items: int) -> float:
+def one(dtype: str, items: int) -> float:
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
-    if avx2:
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(EMULATION),
-                                                          env.get("PYTHONPATH")]))
     done = subprocess.run([sys.executable, __file__, "--one", dtype, "--items", str(items)],
                           capture_output=True, text=True, env=env, cwd=ROOT)
     lines = [line for line in done.stdout.splitlines() if line.startswith("GENERATE_SECONDS")]
     if done.returncode != 0 or not lines:
-        raise SystemExit(f"{dtype} (avx2={avx2}) failed:\n{done.stderr[-3000:]}")
+        raise SystemExit(f"{dtype} failed:\n{done.stderr[-3000:]}")
     return float(lines[-1].split()[1])
 
 
@@ -64,18 +57,20 @@ def main() -> None:
     if args.one:
         generate(args.one, args.items)
         return
-    variants = [(d, avx2) for avx2 in (False, True) for d in ("bfloat16", "float32")]
-    seconds: dict = {v: [] for v in variants}
-    for _ in range(args.repeats):  # interleaved, so drift in the machine hits every variant
-        for variant in variants:
-            seconds[variant].append(one(*variant, args.items))
-    reference = statistics.median(seconds[("bfloat16", False)])
-    print(f"{args.items} shared-prefix prompts, median of {args.repeats}, against bf16 on this "
-          "CPU's kernels:")
-    for (dtype, avx2), values in seconds.items():
+    dtypes = ("bfloat16", "float32")
+    seconds: dict = {d: [] for d in dtypes}
+    for _ in range(args.repeats):  # interleaved, so drift in the machine hits both
+        for dtype in dtypes:
+            seconds[dtype].append(one(dtype, args.items))
+    reference = statistics.median(seconds["bfloat16"])
+    cpu = next((line.split(":", 1)[1].strip() for line in
+                Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), "unknown CPU")
+    print(f"{args.items} shared-prefix prompts on {cpu}, median of {args.repeats}, "
+          "against bf16:")
+    for dtype, values in seconds.items():
         median = statistics.median(values)
-        kernels = "AVX2 kernels" if avx2 else "this CPU's kernels"
-        print(f"  {dtype:<9} {kernels:<19} {median:6.2f} s  {median / reference:5.2f}x")
+        print(f"  {dtype:<9} {median:6.2f} s  {median / reference:5.2f}x")
 
 
 if __name__ == "__main__":

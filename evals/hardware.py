@@ -7,8 +7,7 @@ preflight checks the arms against it (evals.preflight.cpu_support) before any en
 The flags come from /proc/cpuinfo, which the Linux kernel clears of features the OS does
 not enable; torch's own checks (`torch.cpu._is_avx512_supported()` and friends, which
 vLLM's CPU platform asks) read the same CPUID bits. `EVALS_CPUINFO=PATH` reads another
-cpuinfo file instead - how the tests (and benchmarks/avx2_emulation) present a CPU this
-machine is not.
+cpuinfo file instead - how the unit tests present a CPU this machine is not.
 """
 
 from __future__ import annotations

@@ -21,15 +21,11 @@ ENGINE_TESTS = "tests/engine/"
 # 616 s and stream 2 708 s of tests before the LoRA and engine-exit tests, 58 s, moved to
 # stream 1; with two streams, at 497 s and 505 s, the last 1-2 minutes ran on one core once
 # the quick tests had ended, so the Ray, logprob-shift, hybrid-model and serving tests became
-# stream 3: 473 s, 435 s and 414 s). Under the AVX2 emulation on cores made 1.52x slower
-# (benchmarks/slow_cores.py, the AVX2 EPYC's speed) streams 1, 2 and 3 ended at 843 s, 839 s
-# and 765 s, so the fork-preload test (54 s there, one engine start of its own) moved from
-# stream 1 to stream 3.
+# stream 3: 473 s, 435 s and 414 s).
 ENGINE_STREAMS = {
     "test_ab_end_to_end.py": 1, "test_embedded_model.py": 1, "test_study.py": 1,
     "test_config_audit.py": 1, "test_structured_output.py": 1, "test_serving.py": 3,
     "test_lora.py": 1, "test_engine_exit.py": 1, "test_model_inspection.py": 1,
-    "test_fork_preload.py": 3,
     "test_fault_canaries.py": 2, "test_history.py": 2, "test_ci_examples.py": 2,
     "test_ray_executor.py": 3, "test_logprob_shift.py": 3, "test_hybrid_model.py": 3,
 }

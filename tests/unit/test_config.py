@@ -50,9 +50,13 @@ def test_extends_merges_nested_mappings(tmp_path):
 
 
 def test_shipped_configs_all_load():
-    for path in sorted((REPO / "configs").rglob("*.yaml")):
-        if path.name == "base.yaml":
-            continue
+    paths = sorted(p for p in (REPO / "configs").rglob("*.yaml") if p.name != "base.yaml")
+    # the README's main entry and one config of each folder are among them: an empty or
+    # misdirected glob fails here instead of passing on nothing
+    names = {p.relative_to(REPO / "configs").as_posix() for p in paths}
+    assert {"mtp_prefix.yaml", "cpu/aa.yaml", "gpu/mtp_prefix.yaml"} <= names, sorted(names)
+    assert len(paths) >= 20, len(paths)
+    for path in paths:
         config = load_run_config(path)
         settings = config.settings if isinstance(config, Study) else config
         assert settings.tasks, path

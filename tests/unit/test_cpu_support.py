@@ -56,8 +56,7 @@ def test_cpuinfo_files_parse_into_their_vector_isa():
 
 def test_probe_agrees_with_torch_on_this_machine():
     """The probe reads /proc/cpuinfo; torch (whose answers vLLM's CPU platform asks) reads
-    CPUID: on this machine, whatever its CPU, both say the same. (Under
-    benchmarks/avx2_emulation both are the emulated AVX2 CPU.)"""
+    CPUID: on this machine, whatever its CPU, both say the same."""
     torch = pytest.importorskip("torch")
     here = probe()
     assert here.logical_cpus >= 1

@@ -257,8 +257,8 @@ raise SlowToSay()
 def test_a_failed_imports_traceback_is_in_the_log_before_the_launcher_is_told(setup):
     """The server writes the traceback and only then closes its socket: a launcher waiting
     for its fork, told "see ....log", finds the reason there at once, however slow the
-    writing (this failed on two slowed cores, benchmarks/slow_cores.py, when the traceback
-    was written after the socket had closed)."""
+    writing (this failed on two slowed-down cores when the traceback was written after the
+    socket had closed)."""
     folder, env, tmp = setup
     (tmp / "code" / "slow_failing_module.py").write_text(SLOW_FAILURE)
     with pytest.raises(ForkServerUnavailable, match=r"fork server exited .*; see (.*\.log)") as err:

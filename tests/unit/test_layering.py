@@ -73,7 +73,11 @@ def _absolute(path: Path, level: int, module: str | None) -> str:
 
 
 def _sources() -> dict[str, Path]:
-    return {_module(p): p for p in PACKAGE.rglob("*.py")}
+    found = {_module(p): p for p in PACKAGE.rglob("*.py")}
+    # an empty or misdirected glob would make every check below pass on nothing
+    assert len(found) >= 100 and {"evals.cli", "evals.stats.binary", "evals.runner.worker",
+                                  "evals.report._html"} <= set(found), sorted(found)[:10]
+    return found
 
 
 def _edges(module: str, sources: dict[str, Path]) -> set[str]:
@@ -205,8 +209,10 @@ def test_the_readme_layout_names_every_stage_folder_and_module():
         if len(cells) == 3 and cells[1].startswith("`"):
             folders.update(part.strip("` ").rstrip("/") for part in cells[1].split(","))
     packages = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+    assert {"stats", "runner", "report", "pipelines"} <= packages and len(packages) >= 12
     assert folders == packages
     modules = {p.name for p in PACKAGE.glob("*.py")} - {"__init__.py", "__main__.py"}
+    assert {"cli.py", "errors.py"} <= modules
     assert all(f"`{m}`" in section or f"evals/{m}" in section for m in modules), modules
 
 

@@ -65,5 +65,16 @@ def test_vllm_resolves_the_engine_config_inside_the_lock(tmp_path, monkeypatch):
 
 
 def test_without_a_writable_folder_nothing_is_locked(tmp_path):
-    with config_resolver.one_resolution_at_a_time(tmp_path / "missing" / "resolve.lock"):
-        pass
+    """A lock file that cannot be opened (its folder is missing) neither raises nor creates
+    anything, and two processes holding it run at the same time: nothing waits."""
+    lock = tmp_path / "missing" / "resolve.lock"
+    entered = []
+    with config_resolver.one_resolution_at_a_time(lock):
+        entered.append(True)
+    assert entered == [True] and not lock.parent.exists()
+    procs = [subprocess.Popen([sys.executable, "-c", HOLDER, str(lock)], cwd=REPO,
+                              stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    spans = sorted(json.loads(p.communicate(timeout=60)[0]) for p in procs)
+    assert all(p.returncode == 0 for p in procs)
+    assert spans[1][0] < spans[0][1], spans  # the second began before the first ended
+    assert not lock.parent.exists()

