@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
 from pathlib import Path
+
+from evals.errors import UserError
+
+# what a full or read-only location raises when written to
+WRITE_ERRNOS = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT)
 
 
 def write_json_atomic(path: Path, data: dict, *, sort_keys: bool = True) -> None:
@@ -27,3 +33,17 @@ def write_text_atomic(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def writable_dir(path: Path, what: str) -> Path:
+    """`path` (created if missing) once a file could be written there and removed; else a
+    one-line UserError naming `what` (e.g. "--reports"), the path and the system's reason."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=path, prefix=".evals-write-check-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise UserError(f"{what} {path}: cannot write there ({exc.strerror or exc}); name a "
+                        "writable directory, or free space there.") from None
+    return path

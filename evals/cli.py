@@ -15,6 +15,7 @@ import sys
 import traceback
 from pathlib import Path
 
+from evals.atomic_files import WRITE_ERRNOS
 from evals.errors import ExitCode, RunFailed, UserError
 from evals.paths import REPORTS_DIR
 from evals.text_hygiene import visible
@@ -62,13 +63,29 @@ def _seed(value: str) -> int:
     return seed
 
 
-def _reports_dir(value: str | None) -> Path | None:
-    if value is None:
-        return None
-    path = Path(value)
+def _reports_dir(value: str | None) -> Path:
+    """--reports (default: reports/), checked before any engine starts: a directory this
+    process can write to."""
+    from evals.atomic_files import writable_dir
+
+    path = Path(value) if value is not None else REPORTS_DIR
     if path.exists() and not path.is_dir():
         raise UserError(f"--reports {value}: this is a file; name a directory for the reports.")
-    return path
+    return writable_dir(path, "--reports")
+
+
+def _store_root(value: str | None) -> Path | None:
+    """--store (else $EVALS_STORE), checked as --reports is; None: the default store."""
+    import os
+
+    from evals.atomic_files import writable_dir
+    from evals.store import ENV_VAR
+
+    if value is not None:
+        return writable_dir(Path(value), "--store")
+    if os.environ.get(ENV_VAR):
+        writable_dir(Path(os.environ[ENV_VAR]), f"${ENV_VAR}")
+    return None
 
 
 def _checked_name(value: str, flag: str) -> str:
@@ -264,9 +281,9 @@ def _ab(args: argparse.Namespace) -> int:
 
         from evals.report.ci_outputs import publish_study
 
-        code, study_dir = run_study(config, _reports_dir(args.reports) or REPORTS_DIR,
+        code, study_dir = run_study(config, _reports_dir(args.reports),
                                     fresh=args.fresh,
-                                    store_root=Path(args.store) if args.store else None,
+                                    store_root=_store_root(args.store),
                                     allow_undeclared=args.allow_undeclared_diff,
                                     executor=executor)
         publish_study(study_dir)
@@ -276,9 +293,9 @@ def _ab(args: argparse.Namespace) -> int:
                         "`--executor ray`; a two-arm config runs its arms one after another.")
     from evals.pipelines.ab import run_ab
 
-    code, run_dir = run_ab(config, _reports_dir(args.reports) or REPORTS_DIR,
+    code, run_dir = run_ab(config, _reports_dir(args.reports),
                            fresh=args.fresh,
-                           store_root=Path(args.store) if args.store else None,
+                           store_root=_store_root(args.store),
                            allow_undeclared=args.allow_undeclared_diff, executor=executor)
     return _published(code, run_dir)
 
@@ -291,8 +308,8 @@ def _canary(args: argparse.Namespace) -> int:
     faults = parse_fault_args(args.faults) if args.faults else None
     from evals.pipelines.canary import run_canary
 
-    code, _ = run_canary(config, _reports_dir(args.reports) or REPORTS_DIR,
-                         faults=faults, store_root=Path(args.store) if args.store else None)
+    code, _ = run_canary(config, _reports_dir(args.reports),
+                         faults=faults, store_root=_store_root(args.store))
     return int(code)
 
 
@@ -302,8 +319,8 @@ def _drift(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     from evals.pipelines.drift import run_drift
 
-    code, run_dir = run_drift(config, _reports_dir(args.reports) or REPORTS_DIR,
-                              store_root=Path(args.store) if args.store else None,
+    code, run_dir = run_drift(config, _reports_dir(args.reports),
+                              store_root=_store_root(args.store),
                               run_id=args.run_id)
     return _published(code, run_dir)
 
@@ -325,8 +342,8 @@ def _compare(args: argparse.Namespace) -> int:
         name=_checked_name(args.name, "--name"),
         deployment=(_checked_name(args.deployment, "--deployment")
                     if args.deployment else None),
-        store_root=Path(args.store) if args.store else None,
-        reports_dir=_reports_dir(args.reports) or REPORTS_DIR)
+        store_root=_store_root(args.store),
+        reports_dir=_reports_dir(args.reports))
     return _published(code, run_dir)
 
 
@@ -527,12 +544,26 @@ def main(argv: list[str] | None = None) -> int:
         print(message, file=sys.stderr)
         _failed(args, ExitCode.RUN_FAILED, message)
         return int(ExitCode.RUN_FAILED)
-    except Exception:  # a bug of the suite: never exit 1, which means REGRESSION
-        if args.debug:
-            raise
-        traceback.print_exc()
-        message = ("internal error (a bug in the suite; the traceback above helps its report); "
-                   "finished tasks are kept and a rerun resumes")
-        print(message, file=sys.stderr)
+    except OSError as exc:
+        if args.debug or exc.errno not in WRITE_ERRNOS or not exc.filename:
+            return _internal_error(args)
+        # a location that filled up or turned read-only mid-run: the path, not a traceback
+        message = (f"cannot write {exc.filename}: {exc.strerror}; free space or fix the "
+                   "permissions there and rerun (finished tasks are kept and resume)")
+        print(f"run failed: {message}", file=sys.stderr)
         _failed(args, ExitCode.RUN_FAILED, message)
         return int(ExitCode.RUN_FAILED)
+    except Exception:  # a bug of the suite: never exit 1, which means REGRESSION
+        return _internal_error(args)
+
+
+def _internal_error(args: argparse.Namespace) -> int:
+    """Called while an unexpected exception is handled: its traceback, and exit 4."""
+    if args.debug:
+        raise  # noqa: PLE0704 - the exception being handled by main
+    traceback.print_exc()
+    message = ("internal error (a bug in the suite; the traceback above helps its report); "
+               "finished tasks are kept and a rerun resumes")
+    print(message, file=sys.stderr)
+    _failed(args, ExitCode.RUN_FAILED, message)
+    return int(ExitCode.RUN_FAILED)

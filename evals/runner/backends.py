@@ -43,6 +43,8 @@ class Backend:
                                                  "finish_reasons": {}})
     capture: Capture | None = None
     """The generations' top-k log-probabilities (offline arms with `logprobs: k`)."""
+    server_died: object = None
+    """Server arms: `VllmServer.died` (None while `vllm serve` runs, else what ended it)."""
 
     def take_timings(self) -> list[dict]:
         if self.take_proxy_timings is not None:
@@ -226,4 +228,5 @@ def open_backend(spec: ArmSpec, layout: ArmLayout, stack: ExitStack, progress_cl
     lm = _completions_lm(spec, proxy.base_url, name)
     return Backend(lm=lm, effective_config=effective,
                    engine_start_seconds=time.time() - started, description=description,
-                   take_proxy_timings=proxy.take_timings, read_counters=read_counters)
+                   take_proxy_timings=proxy.take_timings, read_counters=read_counters,
+                   server_died=server.died if spec.mode == "server" else None)

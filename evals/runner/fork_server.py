@@ -367,10 +367,11 @@ def serve(folder: Path, key: str, modules: list[str]) -> int:
                     children[pid] = None
                     _signal_group(pid, signal.SIGTERM)
                     doomed[pid] = time.time() + STOP_GRACE
-            _reap(children, doomed)
+            _reap(children)
             for pid, when in list(doomed.items()):
-                if time.time() > when:
+                if time.time() > when:  # the group, even if its leader has been reaped
                     _signal_group(pid, signal.SIGKILL)
+                    del doomed[pid]
             if children or waiting:
                 idle_since = time.time()
             elif _retiring or time.time() - idle_since > IDLE_SECONDS:
@@ -502,7 +503,7 @@ def _exit_code(value) -> int:
     return 1
 
 
-def _reap(children: dict, doomed: dict) -> None:
+def _reap(children: dict) -> None:
     while children:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
@@ -511,7 +512,6 @@ def _reap(children: dict, doomed: dict) -> None:
         if pid == 0:
             return
         conn = children.pop(pid, None)
-        doomed.pop(pid, None)
         if conn is not None:
             try:
                 conn.send(json.dumps({"exit": os.waitstatus_to_exitcode(status)}).encode())

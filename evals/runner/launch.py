@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -30,6 +29,7 @@ from evals.runner.asks import (ASK_DIR_ENV, ASK_PREFIX, ENDED, ENGINE_TURN, GO, 
                                Answerer, answer_line)
 from evals.runner.layout import ArmLayout
 from evals.runner.parent_death import terminate_with_parent
+from evals.runner.process_cleanup import exit_description, kill_process_group, sweep_session
 from evals.runner.worker_imports import FORK_MODULES
 
 BAD_INPUT_PREFIX = "[evals-bad-input] "  # the worker's marker for a bad-input message
@@ -191,13 +191,20 @@ class WorkerRun:
             self.stop()
             raise
         self._log.close()
+        # nothing the worker started outlives it: an engine core or a `vllm serve` left
+        # behind (its parent killed, say) is stopped here
+        left = sweep_session(self.proc.pid)
+        if left:
+            self.echo(f"[evals] {self.spec.arm}: stopped what its worker left running: "
+                      + "; ".join(left))
         if self.error is not None:
             raise self.error
         if self.bad_input:
             raise UserError(self.bad_input[0])
         if code != 0:
             last = "\n".join(f"    {line}" for line in self.tail)
-            raise RunFailed(f"arm `{self.spec.arm}` failed (worker exit code {code}); finished "
+            raise RunFailed(f"arm `{self.spec.arm}` failed: its worker (pid {self.proc.pid}) "
+                            f"{exit_description(code)}; finished "
                             f"tasks are kept in {self.layout.root} and a rerun resumes from "
                             f"them. Last lines of {self.layout.log_path}:\n{last}")
         return self.layout
@@ -300,32 +307,19 @@ def _wait(event: threading.Event) -> None:
 DRAIN_SECONDS = 10.0
 
 
-def kill_process_group(pgid: int) -> None:
-    """SIGTERM, then SIGKILL 5 s later, to a process group whose leader may be gone."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
+def stop_process_group(proc, timeout: float = 20.0) -> list[str]:
+    """Stops the worker and every process it started (vLLM's engine core and workers, a
+    `vllm serve` and its engine), whatever ended first: the worker's process group gets
+    SIGTERM (SIGKILL after `timeout`), then whatever is left in its session is swept, even
+    when the worker itself has exited. Returns what the sweep found left behind."""
+    if proc.poll() is None:
         try:
-            os.killpg(pgid, sig)
-        except (ProcessLookupError, PermissionError):
-            return
-        deadline = time.monotonic() + 5.0
-        while time.monotonic() < deadline:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=timeout)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
             try:
-                os.killpg(pgid, 0)
-            except (ProcessLookupError, PermissionError):
-                return
-            time.sleep(0.1)
-
-
-def stop_process_group(proc: subprocess.Popen, timeout: float = 20.0) -> None:
-    """Stops the worker and every process it spawned (vLLM's engine core and workers)."""
-    if proc.poll() is not None:
-        return
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=timeout)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait()
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+    return sweep_session(proc.pid)

@@ -1,7 +1,9 @@
 """`vllm serve` for a server-mode arm: a free loopback port, health wait, metrics, sure stop.
 
-The server runs in the worker's process group, so stopping the worker's group (what
-the launcher does on errors and Ctrl-C) stops the server and its engine process too.
+The server leads a process group of its own in the worker's session: `stop()` signals that
+group, so its engine core is stopped even when the API server died first (its engine core
+then belongs to init, but keeps the group), and the launcher's sweep of the worker's
+session (evals.runner.process_cleanup) stops what is left if the worker itself died.
 With EVALS_FORK_SERVER set (evals.runner.fork_server), `vllm serve` is forked from a fork
 server that has vLLM imported instead (its API server's ~9 CPU-seconds of imports are not
 paid again; its engine core is still a process of its own), in a session of its own: the
@@ -29,6 +31,7 @@ import requests
 from evals.runner import fork_server
 from evals.runner.engine_args import engine_flags
 from evals.runner.parent_death import terminate_with_parent
+from evals.runner.process_cleanup import exit_description, kill_process_group
 from evals.runner.worker_imports import FORK_MODULES
 
 LOOPBACK = "127.0.0.1"
@@ -97,7 +100,7 @@ class VllmServer:
             log.flush()
             self.proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, env=self.env,
-                                         preexec_fn=terminate_with_parent)
+                                         process_group=0, preexec_fn=terminate_with_parent)
             log.close()
         try:
             self._wait_healthy()
@@ -160,22 +163,34 @@ class VllmServer:
     def metrics_text(self) -> str:
         return requests.get(f"{self.base_url}/metrics", timeout=10).text
 
+    def died(self) -> str | None:
+        """None while the server runs; once it has ended, what ended it, with its pid."""
+        if self.proc is None or self.proc.poll() is None:
+            return None
+        return f"`vllm serve` (pid {self.proc.pid}) " \
+               f"{exit_description(self.proc.returncode)}; its log: {self.log_path}"
+
     def stop(self, timeout: float = 30.0) -> None:
+        """Stops the server and its engine, also when the server itself has already died:
+        its process group (engine core, helpers) is signalled whatever became of it."""
         proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
+        if proc is None:
             return
-        try:
-            tree = psutil.Process(proc.pid).children(recursive=True)
-        except psutil.Error:
-            tree = []
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        tree = []
+        if proc.poll() is None:
+            try:
+                tree = psutil.Process(proc.pid).children(recursive=True)
+            except psutil.Error:
+                pass
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+        kill_process_group(proc.pid)  # it leads its group, forked or not
         _, alive = psutil.wait_procs(tree, timeout=10)
-        for child in alive:
+        for child in alive:  # a child that left the group
             try:
                 child.kill()
             except psutil.Error:

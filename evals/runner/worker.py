@@ -34,6 +34,7 @@ from evals.runner.fork_server import FORKED_ENV
 from evals.runner.layout import ArmLayout, samples_files
 from evals.runner.lm_eval_env import cache_env_info
 from evals.runner.logprob_capture import write_rows
+from evals.runner.process_cleanup import resource_tracker
 from evals.runner.server import ServerFailed
 from evals.runner.task_index import local_task_names
 from evals.plan.schedule import chunks, item_order
@@ -244,7 +245,13 @@ def run(spec: ArmSpec) -> int:
             return 0
         timeline["go"] = time.time()
         for index, task in enumerate(pending, 1):
-            _run_task(spec, layout, backend, manager, task, f"{index}/{len(pending)}")
+            try:
+                _run_task(spec, layout, backend, manager, task, f"{index}/{len(pending)}")
+            except Exception as exc:
+                died = backend.server_died() if backend.server_died else None
+                if died:  # the client's error (a refused connection, a 500) is its echo
+                    raise ServerFailed(f"{died} during task {task}") from exc
+                raise
         manifest = layout.read_manifest()
         manifest.update({
             "generation": backend.stats,
@@ -332,22 +339,13 @@ def main(argv: list[str]) -> int:
 CHILD_GRACE_SECONDS = 10.0
 
 
-def _resource_tracker(process) -> bool:
-    """multiprocessing's resource tracker: it ends by itself when this process has exited
-    (and then frees what it tracks), so it is neither waited for nor killed."""
-    try:
-        return "multiprocessing.resource_tracker" in " ".join(process.cmdline())
-    except Exception:  # gone, or not ours to read: nothing to wait for
-        return True
-
-
 def engine_processes() -> list[int]:
     """The pids of this worker's child processes (vLLM's engine core and its workers),
     multiprocessing's resource tracker left out."""
     import psutil
 
     return sorted(c.pid for c in psutil.Process().children(recursive=True)
-                  if not _resource_tracker(c))
+                  if not resource_tracker(c))
 
 
 def exit_now(code: int) -> None:
@@ -363,7 +361,7 @@ def exit_now(code: int) -> None:
 
     sys.stdout.flush()
     sys.stderr.flush()
-    children = [c for c in psutil.Process().children(recursive=True) if not _resource_tracker(c)]
+    children = [c for c in psutil.Process().children(recursive=True) if not resource_tracker(c)]
     if children:
         _, alive = psutil.wait_procs(children, timeout=CHILD_GRACE_SECONDS)
         for signal_name in ("terminate", "kill"):

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 from engine_helpers import (CPU_ENV, ENGINE, MODEL, REPO, read_summary, run_cli, save_artifact,
                             write_config)
 
@@ -193,6 +194,82 @@ def test_ctrl_c_stops_the_server(tmp_path):
     assert proc.returncode == 4, out + err
     assert "interrupted" in err and "Traceback" not in err
     assert _alive(servers) == [], servers  # no server of this run outlives it
+
+
+def _listening_ports(pids) -> set[int]:
+    ports = set()
+    for pid in pids:
+        try:
+            ports.update(c.laddr.port for c in psutil.Process(pid).net_connections("inet")
+                         if c.status == psutil.CONN_LISTEN)
+        except psutil.Error:
+            continue
+    return ports
+
+
+def _still_listening(ports: set[int]) -> set[int]:
+    for _ in range(20):
+        left = {c.laddr.port for c in psutil.net_connections("inet")
+                if c.status == psutil.CONN_LISTEN and c.laddr.port in ports}
+        if not left:
+            return set()
+        time.sleep(0.5)
+    return left
+
+
+def _baseline_worker(pid: int) -> int:
+    for child in psutil.Process(pid).children(recursive=True):
+        cmdline = " ".join(child.cmdline())
+        if "evals.runner.worker" in cmdline and "/baseline/" in cmdline:
+            return child.pid
+    raise AssertionError("no baseline worker under the run")
+
+
+@pytest.mark.parametrize("victim", ["vllm serve", "worker"])
+def test_a_killed_server_or_worker_leaves_no_engine_or_port_behind(tmp_path, victim):
+    """As a user runs it (no fork server: `vllm serve` is the worker's child): SIGKILL to the
+    baseline's `vllm serve`, or to its worker, while it serves. The run exits 4 naming the
+    process that died, and nothing of the run is left: no API server, no engine core, no
+    listening port (its engine core used to outlive a killed server, and a killed worker's
+    server its worker)."""
+    config = write_config(tmp_path, f"killed-{victim.split()[-1]}",
+                          {"mode": "server", "engine": dict(ENGINE)},
+                          {"mode": "server", "engine": MTP_PREFIX}, tasks=TASKS, limit=1200)
+    out_path, err_path = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
+    env = {k: v for k, v in os.environ.items() if k != FORK_SERVER_ENV}
+    with out_path.open("w") as out, err_path.open("w") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "evals", "ab", str(config), "--reports",
+                                 str(tmp_path / "reports")], cwd=REPO, stdout=out, stderr=err,
+                                text=True, env={**env, "PYTHONUNBUFFERED": "1"})
+    deadline, servers = time.time() + 600, {}
+    while time.time() < deadline and proc.poll() is None and not servers:
+        if "model ready" in out_path.read_text(encoding="utf-8"):
+            servers = _servers_of(proc.pid, tmp_path / "reports")
+        time.sleep(0.5)
+    assert servers, "the server never started:\n" + out_path.read_text(encoding="utf-8")[-2000:]
+    assert len(servers) >= 2, servers  # the API server and its engine core
+    ports = _listening_ports(servers)
+    assert ports, servers
+    if victim == "worker":
+        target = _baseline_worker(proc.pid)
+    else:
+        target = next(pid for pid, cmd in servers.items() if " serve " in f" {cmd} ")
+    os.kill(target, signal.SIGKILL)
+    try:
+        proc.wait(timeout=300)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError("`ab` still running 300 s after the kill") from None
+    out, err = out_path.read_text(encoding="utf-8"), err_path.read_text(encoding="utf-8")
+    assert proc.returncode == 4, out + err
+    assert "Traceback" not in err, err
+    if victim == "worker":
+        assert f"its worker (pid {target}) was killed by signal 9 (SIGKILL)" in err, err
+    else:
+        assert f"`vllm serve` (pid {target}) was killed by signal 9 (SIGKILL)" in out + err, \
+            out + err
+    assert _alive(servers) == [], servers
+    assert _still_listening(ports) == set(), ports
 
 
 def test_transformers_vs_an_endpoint_with_an_api_key(tmp_path, monkeypatch):
