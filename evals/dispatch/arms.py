@@ -13,6 +13,7 @@ from pathlib import Path
 
 from evals.plan.arm_spec import ArmSpec, package_versions
 from evals.plan.config import DEFAULT_TASKS_DIR, ABConfig
+from evals.plan.arm_env import arm_env
 from evals.plan.study import Study
 from evals.errors import UserError
 from evals.paths import ARMS
@@ -37,9 +38,10 @@ def arm_specs(config: ABConfig, run_dir: Path) -> dict[str, ArmSpec]:
     specs = {}
     for name in ARMS:
         arm = config.arm(name)
+        env = arm_env(config, name)  # secrets as markers; their values beside, never written
         specs[name] = ArmSpec(
-            arm=name, model=config.arm_model(name), engine=dict(arm.engine), env=dict(arm.env),
-            tasks=tuple(t.name for t in config.tasks), limit=config.limit,
+            arm=name, model=config.arm_model(name), engine=dict(arm.engine), env=env.recorded,
+            secret_env=env.secrets, tasks=tuple(t.name for t in config.tasks), limit=config.limit,
             num_fewshot=config.num_fewshot, seed=config.seed, include_paths=tuple(include),
             output_dir=str(run_dir / "arms" / name), versions=versions, mode=arm.mode,
             serving={"concurrency": arm.concurrency, "base_url": arm.base_url,

@@ -48,17 +48,20 @@ def _unpack(blob: bytes, directory: Path) -> None:
         tar.extractall(str(directory), filter="data")  # no paths outside `directory`
 
 
-def run_arm_on_node(spec_json: str, seed_archive: bytes) -> tuple[bytes, list[str], str | None]:
+def run_arm_on_node(spec_json: str, seed_archive: bytes, secret_env: dict[str, str]
+                    ) -> tuple[bytes, list[str], str | None]:
     """The Ray task: the arm in a scratch directory of this node; its directory back as a
     tar archive, its progress lines, and the failure message if it failed (its finished
-    tasks are sent back either way)."""
+    tasks are sent back either way). `secret_env`: the values spec.json holds as markers
+    (ArmSpec.secret_env), for the worker's environment only."""
     from evals.runner.launch import run_arm
 
     lines: list[str] = []
     with tempfile.TemporaryDirectory(prefix="evals-ray-arm-") as scratch:
         local = Path(scratch) / "arm"
         _unpack(seed_archive, local)
-        spec = replace(ArmSpec.from_dict(json.loads(spec_json)), output_dir=str(local))
+        spec = replace(ArmSpec.from_dict(json.loads(spec_json)), output_dir=str(local),
+                       secret_env=secret_env)
         error = None
         try:
             run_arm(spec, echo=lines.append)
@@ -159,8 +162,8 @@ def submit_arms(specs: dict[str, ArmSpec], *, address: str | None, parallel: int
         for label, shard in _shards(spec, shard_tasks):
             echo(f"[evals] {label}: submitted to Ray "
                  f"({', '.join(f'{k} {v:g}' for k, v in resources.items())})")
-            futures.append((name, label, remote.options(**resources).remote(shard.to_json(),
-                                                                             seed)))
+            futures.append((name, label, remote.options(**resources).remote(
+                shard.to_json(), seed, shard.secret_env)))
     failed: dict[str, str] = {}
     for name, label, future in futures:
         try:

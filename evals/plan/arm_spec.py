@@ -108,6 +108,10 @@ class ArmSpec:
     logprobs: int = 0
     """Top-k log-probabilities recorded per generated token (0: none), offline arms only."""
     schema_version: int = SCHEMA_VERSION
+    secret_env: dict = field(default_factory=dict, repr=False, compare=False)
+    """The real values of the secrets among `env` (which holds their markers, so the key
+    changes with them; evals.plan.arm_env): for the arm's processes' environment only,
+    never written (`to_json` leaves them out)."""
 
     def with_fingerprint(self) -> ArmSpec:
         data = asdict(self)
@@ -145,7 +149,7 @@ class ArmSpec:
 
     def to_json(self) -> str:
         """schema_version first, then the fields in name order."""
-        data = dict(sorted(asdict(self).items()))
+        data = dict(sorted((k, v) for k, v in asdict(self).items() if k != "secret_env"))
         return json.dumps(ARM_SPEC.stamp(data), indent=2, default=str)
 
     @classmethod

@@ -7,16 +7,18 @@ own parser by the runner side (`evals.runner.engine_args`), not here.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import (BaseModel, ConfigDict, Field, ValidationError, field_validator,
-                      model_validator)
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, field_serializer,
+                      field_validator, model_validator)
 
 from evals.errors import UserError
 from evals.paths import REPO_ROOT, TASKS_DIR
 from evals.faults.catalog import FAULTS, check_applies
+from evals.plan.secret_env import ENV_NAME, SECRET_WORDS, redact_env
 
 DEFAULT_TASKS_DIR = TASKS_DIR
 ARM_DEFAULTS = "arm_defaults"
@@ -69,7 +71,12 @@ class ArmConfig(_Strict):
     engine: dict[str, Any] = Field(default_factory=dict,
                                    description="vLLM engine keyword arguments, verbatim")
     model: str | None = Field(None, description="override of the top-level model")
-    env: dict[str, str] = Field(default_factory=dict, description="environment for the arm")
+    env: dict[str, str] = Field(default_factory=dict, description="environment for the arm "
+                                "(a secret's value is recorded as a salted hash only; set "
+                                "secrets with `env_from`)")
+    env_from: list[str] = Field(default_factory=list, description="names of variables passed "
+                                "on from the environment the run starts in (e.g. HF_TOKEN); "
+                                "their values are secrets: never written, only hashed")
     mode: Literal["offline", "server", "endpoint", "hf"] = Field(
         "offline", description="offline: vLLM's LLM in-process; server: `vllm serve` on a "
         "loopback port, lm-eval's completions backend against it; endpoint: an already-running "
@@ -100,6 +107,12 @@ class ArmConfig(_Strict):
                                         or self.served_model_name):
             raise ValueError("`base_url`, `api_key_env` and `served_model_name` are for mode "
                              "`endpoint` only")
+        both = sorted(set(self.env) & set(self.env_from))
+        if both:
+            raise ValueError(f"{both[0]} is in both `env` and `env_from`; keep one")
+        bad = [name for name in self.env_from if not ENV_NAME.match(name)]
+        if bad:
+            raise ValueError(f"`env_from` entry {bad[0]!r} is not an environment variable name")
         if self.mode == "endpoint" and self.engine:
             raise ValueError("an endpoint arm runs no engine; `engine` must be empty")
         if self.structured_output is not None and self.mode == "hf":
@@ -196,8 +209,29 @@ class ABConfig(_Strict):
     hardware: Literal["any", "gpu"] = Field(
         "any", description="`gpu`: the arms are meant for vLLM on a GPU (configs/gpu/); where "
         "the engines would run on vLLM's CPU backend the run stops before any engine starts")
+    secret_env_names: list[str] = Field(
+        default_factory=list, description="further names, or parts of names, of environment "
+        "variables whose values are secrets (besides " + ", ".join(SECRET_WORDS) + "; matched "
+        "anywhere in a name, case-insensitively): recorded as a salted hash only")
     description: str = ""
     source: str = Field("", exclude=True, description="the file this was loaded from")
+
+    @field_validator("secret_env_names")
+    @classmethod
+    def _names(cls, value: list[str]) -> list[str]:
+        bad = [name for name in value if not re.fullmatch(r"[A-Za-z0-9_]+", name)]
+        if bad:
+            raise ValueError(f"{bad[0]!r} is not (part of) an environment variable name")
+        return value
+
+    @field_serializer("arms", mode="wrap")
+    def _redact_secrets(self, arms: Arms, handler) -> Any:
+        """Every dump of a config (summary.json, run ids) holds secrets as markers only."""
+        data = handler(arms)
+        for arm in data.values():
+            arm["env"] = redact_env(arm["env"], self.secret_env_names)
+        return data
+
 
     def arm(self, name: str) -> ArmConfig:
         return getattr(self.arms, name)

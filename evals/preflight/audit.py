@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from evals.plan.config import ABConfig
+from evals.plan.arm_env import arm_env
 from evals.errors import UserError
 from evals.paths import ARMS
 
@@ -210,8 +211,9 @@ def _requested(config: ABConfig) -> tuple[list[tuple[str, str, Any, Any]], set[s
     if base.lora_adapter != cand.lora_adapter:
         out.append(("lora_adapter", "lora_adapter", base.lora_adapter or NOT_SET,
                     cand.lora_adapter or NOT_SET))
-    for key in sorted(set(base.env) | set(cand.env)):
-        b, c = base.env.get(key, NOT_SET), cand.env.get(key, NOT_SET)
+    envs = [arm_env(config, arm).recorded for arm in ARMS]  # secrets as markers
+    for key in sorted(set(envs[0]) | set(envs[1])):
+        b, c = envs[0].get(key, NOT_SET), envs[1].get(key, NOT_SET)
         if b != c:
             out.append(("env", f"env.{key}", b, c))
     return out, {name for name, *_ in out}
@@ -363,8 +365,10 @@ def arm_inputs(config: ABConfig) -> dict:
     adapter."""
     from evals.plan.arm_spec import ArmSpec
 
+    envs = {arm: arm_env(config, arm) for arm in ARMS}
     return {arm: ArmSpec(arm=arm, model=config.arm_model(arm), engine=dict(config.arm(arm).engine),
-                         env=dict(config.arm(arm).env), tasks=(), limit=None, num_fewshot=None,
+                         env=envs[arm].recorded, secret_env=envs[arm].secrets, tasks=(),
+                         limit=None, num_fewshot=None,
                          seed=config.seed, include_paths=(), output_dir="", versions={},
                          mode=config.arm(arm).mode, lora_adapter=config.arm(arm).lora_adapter)
             for arm in ARMS}

@@ -23,6 +23,7 @@ from pathlib import Path
 from evals.hardware import probe
 from evals.plan.arm_spec import ArmSpec
 from evals.plan.devices import ArmDemand, plan_device_sets, visible_devices
+from evals.plan.arm_env import inline_secret_warnings
 from evals.preflight.audit import audit_resolved
 from evals.preflight.cpu_support import check_cpu_support
 from evals.plan.config import DEFAULT_TASKS_DIR, ABConfig, check_local_models
@@ -157,13 +158,17 @@ def check_effective_configs(config: ABConfig, manifests: dict[str, dict],
 
 
 def doctor_checks(config: ABConfig, echo=print) -> dict:
-    """Before any arm starts: the model doctor. It stops the run with a UserError on errors;
-    what it found goes into the summary."""
+    """Before any arm starts: the model doctor, and a warning for each arm that sets a
+    secret inline (evals.plan.secret_env). The doctor stops the run with a UserError on
+    errors; what was found goes into the summary."""
     report = diagnose_config(config)
     for line in report.lines():
         echo(line)
     report.check()
-    return {"doctor": report.to_dict(), "warnings": report.warning_lines()}
+    secrets = inline_secret_warnings(config, ARMS)
+    for line in secrets:
+        echo(f"warning: {line}")
+    return {"doctor": report.to_dict(), "warnings": report.warning_lines() + secrets}
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,7 @@ def worker_env(spec: ArmSpec) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(
         [str(REPO_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env.update(spec.env)
+    env.update(spec.secret_env)  # the real values of the secrets `env` records as markers
     if spec.faults:
         env[FAULTS_ENV] = encode_env(list(spec.faults))
         env[FAULT_TALLY_ENV] = str(ArmLayout(Path(spec.output_dir)).fault_tally_dir)
