@@ -15,8 +15,8 @@ Per task of each run:
   items needed for 80% power at the measured drop and discordance
   (evals.stats.power.items_needed_for_drop, exact); "never" when the candidate did not
   score lower.
-- **shift**: the shift test (evals.stats.divergence.shift_test: KL(b || c) against
-  KL(b || A/A rerun), Wilcoxon signed-rank, one-sided) on n items drawn with replacement
+- **shift**: the shift test (evals.stats.divergence.shift_test: the mean of KL(b || c) -
+  KL(b || A/A rerun) beyond the run's margin delta, one-sided t-test) on n items drawn with replacement
   from the run's paired items, `reps` times per n: the smallest n of a doubling grid whose
   rejection rate at alpha reaches 80%; "> N" when the run's own N items do not reach it.
 The ratio is shift items / accuracy items (below 1: the shift test needs fewer).
@@ -38,6 +38,7 @@ from evals.analyse.shift import choice_items, generation_items  # noqa: E402
 from evals.pair.logprobs import read_arm_logprobs  # noqa: E402
 from evals.pair.pairing import pair_task  # noqa: E402
 from evals.pair.samples import read_output_dir  # noqa: E402
+from evals.plan.config import SHIFT_MARGIN_NATS  # noqa: E402
 from evals.stats.divergence import shift_test  # noqa: E402
 from evals.stats.power import items_needed_for_drop  # noqa: E402
 
@@ -64,7 +65,8 @@ def item_kls(run: Path, task: str, metric: str) -> tuple[np.ndarray, np.ndarray,
             np.array([bc.baseline[index[d]] - bc.candidate[index[d]] for d in ids]))
 
 
-def shift_items_needed(kl_c, kl_r, alpha: float, reps: int, rng) -> tuple[str, int | None]:
+def shift_items_needed(kl_c, kl_r, alpha: float, margin: float, reps: int, rng
+                       ) -> tuple[str, int | None]:
     n_have = kl_c.size
     n = 5
     while True:
@@ -72,7 +74,8 @@ def shift_items_needed(kl_c, kl_r, alpha: float, reps: int, rng) -> tuple[str, i
         hits = 0
         for _ in range(reps):
             pick = rng.integers(0, n_have, size)
-            result = shift_test(kl_c[pick], kl_r[pick], rng=rng, n_resamples=100)
+            result = shift_test(kl_c[pick], kl_r[pick], rng=rng, margin=margin,
+                                n_resamples=100)
             hits += result.pvalue <= alpha
         if hits / reps >= POWER:
             return str(size), size
@@ -145,11 +148,14 @@ def main() -> int:
     for run in runs:
         summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
         alpha = float(summary["gate"]["alpha"])
+        # the run's own delta (its shift tests record it); the default for older runs
+        margin = next((t["test"]["margin"] for t in (summary.get("shift") or {}).get("tasks", [])
+                       if (t.get("test") or {}).get("margin") is not None), SHIFT_MARGIN_NATS)
         for task in summary["tasks"]:
             if not task.get("gated", True):
                 continue
             kl_c, kl_r, drops = item_kls(run, task["task"], task["metric"])
-            shown_s, n_s = shift_items_needed(kl_c, kl_r, alpha, args.reps, rng)
+            shown_s, n_s = shift_items_needed(kl_c, kl_r, alpha, margin, args.reps, rng)
             shown_a, n_a = accuracy_items_needed(drops, alpha)
             ratio = f"{n_s / n_a:.3f}" if n_s and n_a else ("0" if n_s and n_a is None else "-")
             if n_s and n_a is None:

@@ -36,11 +36,16 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 
 def writable_dir(path: Path, what: str) -> Path:
-    """`path` (created if missing) once a file could be written there and removed; else a
-    one-line UserError naming `what` (e.g. "--reports"), the path and the system's reason."""
+    """`path` once a file could be written and removed there (or, where `path` does not
+    exist yet, in its nearest existing parent, so nothing is left behind); else a one-line
+    UserError naming `what` (e.g. "--reports"), the path and the system's reason."""
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(dir=path, prefix=".evals-write-check-")
+        if not existing.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, "not a directory", str(existing))
+        fd, probe = tempfile.mkstemp(dir=existing, prefix=".evals-write-check-")
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:

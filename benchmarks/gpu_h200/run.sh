@@ -87,6 +87,25 @@ case "$step" in
       grep -E "^VERDICT|arms at once|arms finished|model ready" "$STATE/logs/study-$name-$tag.log" | head -12
     done
     ;;
+  shift)
+    # bash run.sh shift LIMIT CONFIG[:SEED] ...: each config (with its seed) at LIMIT items a
+    # task, its own run store (no arm reused across runs: each A/A's replicates are fresh),
+    # then each task's shift test (mean KL excess, its interval, delta, Holm p)
+    limit=$1; shift
+    for spec in "$@"; do
+      config=${spec%%:*}; seed=${spec#"$config"}; seed=${seed#:}
+      name=$(basename "$config" .yaml)${seed:+-s$seed}
+      derived="$(dirname "$config")/.$name-l$limit.yaml"
+      printf 'extends: %s\nlimit: %s\n' "$(basename "$config")" "$limit" > "$derived"
+      [ -n "$seed" ] && printf 'seed: %s\nname: gpu-%s\n' "$seed" "$name" >> "$derived"
+      t0=$(date +%s)
+      timeout "$STEP_TIMEOUT" python3 -m evals ab "$derived" --reports "$STATE/reports" \
+        --store "$STATE/store-$name" > "$STATE/logs/shift-$name.log" 2>&1
+      echo "shift $name exit $? in $(( $(date +%s) - t0 )) s: $(grep -m1 '^VERDICT' "$STATE/logs/shift-$name.log")"
+      run_dir=$(grep -m1 -oE 'report: .*/report.html' "$STATE/logs/shift-$name.log" | sed 's|report: ||; s|/report.html||')
+      [ -n "$run_dir" ] && python3 benchmarks/gpu_h200/shift_lines.py "$run_dir" | tee -a "$STATE/logs/shift-lines.log"
+    done
+    ;;
   hybrid-train)
     t0=$(date +%s)
     timeout 500 python3 scripts/build_hybrid.py --device cuda --time-budget "${1:-300}" \

@@ -76,7 +76,7 @@ def pair_and_analyse(run_dir: Path, tasks: list[TaskSpec], gate: GateConfig, see
             p, baseline=logprobs.get("baseline", {}).get(spec.name),
             candidate=logprobs.get("candidate", {}).get(spec.name),
             rerun=logprobs.get(RERUN, {}).get(spec.name), rerun_paired=rerun,
-            seed_rng=task_rng(seed, spec.name + ":shift"),
+            seed_rng=task_rng(seed, spec.name + ":shift"), margin=gate.shift_margin,
             confidence_level=1 - 2 * gate.alpha)
         if isinstance(shift, str):
             shift_notes[spec.name] = shift

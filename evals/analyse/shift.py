@@ -99,7 +99,7 @@ def check_top_k(task: str, logprobs: dict[str, TaskLogprobs | None]) -> None:
 def analyse_shift(p: PairedTask, *, baseline: TaskLogprobs | None = None,
                   candidate: TaskLogprobs | None = None, rerun: TaskLogprobs | None = None,
                   rerun_paired: PairedTask | None = None, seed_rng: np.random.Generator,
-                  confidence_level: float = 0.90) -> ShiftAnalysis | str:
+                  margin: float, confidence_level: float = 0.90) -> ShiftAnalysis | str:
     """The task's shift analysis, or a sentence saying why there is none."""
     check_top_k(p.task, {"baseline": baseline, "candidate": candidate, "rerun": rerun})
     kind, top_k = "generation", None
@@ -132,7 +132,7 @@ def analyse_shift(p: PairedTask, *, baseline: TaskLogprobs | None = None,
         else:
             test = shift_test([items[d].mean_kl for d in shared],
                               [noise[d].mean_kl for d in shared], rng=seed_rng,
-                              confidence_level=confidence_level)
+                              margin=margin, confidence_level=confidence_level)
     margins = {d: it.margin for d, it in items.items()}
     order = sorted((d for d in items if margins[d] is not None), key=lambda d: margins[d])
     prone = tuple(FlipProneItem(d, float(margins[d]), margins[d] <= NEAR_TIE_NATS, flips[d],

@@ -43,6 +43,9 @@ def _copy_task(source: ArmLayout, target: ArmLayout, task: str) -> bool:
     if source.speed_file(task).exists():
         target.speed_dir.mkdir(parents=True, exist_ok=True)
         shutil.copy2(source.speed_file(task), target.speed_file(task))
+    if source.logprobs_file(task).exists():  # `logprobs: k` is part of the key
+        target.logprobs_file(task).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source.logprobs_file(task), target.logprobs_file(task))
     warm_files = _task_outputs(source.warm_layout(), task)
     for path in warm_files:
         destination = target.warm_layout().lm_eval_dir / path.relative_to(

@@ -63,8 +63,9 @@ def finish(*, kind: str, run_dir: Path, tasks: list[TaskSpec], gate: GateConfig,
     if gate.logprob == "warn":
         regressed = {t.task for t in verdict.tasks if t.verdict.value == "REGRESSION"}
         warnings.extend(
-            f"task {task}: the token distributions shifted beyond the A/A noise floor "
-            f"(Holm p={p:.2g}) - accuracy does not show it (gate.logprob: warn)"
+            f"task {task}: the token distributions shifted beyond the A/A noise floor by more "
+            f"than gate.shift_margin = {gate.shift_margin:g} nats per item (Holm p={p:.2g}) - "
+            "accuracy does not show it (gate.logprob: warn)"
             for task, p in shifted_tasks if task not in regressed)
     if evidence.exercise is not None:
         warnings.extend(evidence.exercise.warnings)

@@ -141,6 +141,10 @@ class Arms(_Strict):
     candidate: ArmConfig
 
 
+SHIFT_MARGIN_NATS = 5e-5
+"""gate.shift_margin's default (see its description)."""
+
+
 class GateConfig(_Strict):
     alpha: float = Field(0.05, gt=0, lt=0.5, description="one-sided significance level")
     margin: float = Field(0.02, gt=0, lt=1,
@@ -154,6 +158,15 @@ class GateConfig(_Strict):
         "warn", description="a significant distribution shift (the shift test against the A/A "
         "rerun; needs `logprobs` and `noise_floor`) on a gated task whose accuracy passes: "
         "`warn` reports it, `fail` makes the run a REGRESSION, `off` ignores it")
+    shift_margin: float = Field(
+        SHIFT_MARGIN_NATS, ge=0, le=1,
+        description="delta of the distribution-shift test, nats: the mean per-item KL excess "
+        "over the A/A rerun (KL(b||c) - KL(b||rerun)) that still counts as engine noise; a "
+        "task is shifted only when the excess is beyond it with confidence. The default "
+        "5e-5 is 25x the largest mean excess of GPU A/As of one engine reported in issue 52 "
+        "(2.1e-6, one H100, vLLM 0.26.0), 10x a benign MTP + prefix caching change's "
+        "(5.0e-6), and a third of the weakly noised model's smallest (1.5e-4 on CPU); "
+        "README 'Distribution shift' has the measurements")
     min_speedup: float | None = Field(
         None, gt=0, description="required candidate speedup (mean time per output token, "
         "baseline / candidate): missed when its interval lies below, undecided when it straddles")

@@ -58,7 +58,11 @@ def _test(t: dict, alpha: float) -> tuple[str, bool]:
         return t.get("test_note") or "not tested", False
     adjusted = t.get("pvalue_adjusted")
     ci = test.get("confidence_interval") or [None, None]
-    text = (f"Wilcoxon signed-rank vs the A/A rerun: p={fmt.pvalue(test.get('pvalue'))}"
+    margin = test.get("margin")
+    # a record written before the margin (the Wilcoxon test of any upward shift) has none
+    name = (f"mean KL excess over the A/A rerun beyond delta = {_kl(margin)} nats (t-test)"
+            if margin is not None else "Wilcoxon signed-rank vs the A/A rerun")
+    text = (f"{name}: p={fmt.pvalue(test.get('pvalue'))}"
             f" (Holm {fmt.pvalue(adjusted)}), mean KL excess {_kl(test.get('mean_difference'))}"
             f" nats [{_kl(ci[0])}, {_kl(ci[1])}] over {test.get('n')} items"
             f" ({test.get('n_informative')} differ)")

@@ -66,6 +66,11 @@ def test_a_noised_model_shifts_the_distributions_before_accuracy(tmp_path):
                      "--reports", str(reports))
     assert result.returncode == 1, result.stdout[-3000:]
     summary = read_summary(reports)
+    assert "reused from" in result.stdout  # every arm came from the run store
+    # a reused arm keeps its per-token log-probabilities: both tasks are tested again
+    # (a reuse used to drop them, and the generation task lost its test silently)
+    assert {t["task"] for t in summary["shift"]["tasks"] if t["test"]} == \
+        {"tiny_reviews_gen", "tiny_reviews_mc"}, summary["shift"]
     assert summary["verdict"] == "REGRESSION" and "gate.logprob: fail" in summary["reason"]
     assert [g["gate"] for g in summary["gates"]][-1] == "logprob shift"
 

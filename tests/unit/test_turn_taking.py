@@ -64,7 +64,8 @@ def test_each_next_arm_imports_early_but_engines_and_imports_never_overlap_a_run
 
 
 def test_a_failed_arm_stops_the_early_started_one_before_its_engine(tmp_path):
-    with pytest.raises(RunFailed, match="(?s)arm `a` failed .*engine failed"):
+    with pytest.raises(RunFailed, match="(?s)arm `a` failed: its worker .* exited with code 1"
+                                        ".*engine failed"):
         launch.run_arms_in_turn(specs(tmp_path, "ab", a={"TURN_FAIL": "engine"}))
     t = steps(tmp_path)
     assert ("b", "imported") in t and ("b", "engine_turn") not in t
