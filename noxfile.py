@@ -1,5 +1,5 @@
 """Sessions: ab, canary, drift, compare, report (engine); plan, doctor, runs, pin, history,
-gate-config (package only); tests, lint, bench, check_configs, build_model, model_card.
+gate-config, release (package only); tests, lint, bench, check_configs, build_model, model_card.
 
 Engine sessions install the engine stack once per virtualenv (pip, nox's default
 virtualenv backend) and reuse it: on machines without a GPU that is PyPI's
@@ -115,6 +115,8 @@ LIGHT_COMMANDS = {
     "pin": "Pin a recorded run as its deployment's golden run: RUN_ID --deployment D.",
     "history": "Trend page of the run store: [--deployment D] [--out PATH] [--store PATH].",
     "gate-config": "One-line verdict of a finished run and its exit code: reports/<run-id>.",
+    "release": "Release decision under a policy: POLICY.yaml [RUN_DIR ...] (default: the run "
+               "store); exit 0 GO, 1 NO-GO, 3 INCONCLUSIVE, 2 bad input.",
 }
 
 

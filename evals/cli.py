@@ -1,7 +1,7 @@
 """Command line of the accuracy-regression gate: `python -m evals COMMAND ...`.
 
 Commands: ab, canary, drift, compare, report, plan, doctor, check-engine-args, record,
-runs, pin, history, gate-config.
+runs, pin, history, gate-config, release.
 
 Exit codes: 0 pass, 1 regression, 2 bad input or usage, 3 inconclusive, 4 a run failed.
 Errors are one sentence on stderr; a traceback only with --debug.
@@ -22,7 +22,7 @@ from evals.text_hygiene import visible
 
 DEFAULT_CONFIG = "configs/cpu/mtp_prefix.yaml"
 # the commands that end in a verdict: their CI outputs (evals.report.ci_outputs)
-RUN_COMMANDS = ("ab", "drift", "compare")
+RUN_COMMANDS = ("ab", "drift", "compare", "release")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -231,6 +231,19 @@ def build_parser() -> argparse.ArgumentParser:
                          "for CI systems that read only stdout")
     gcf.add_argument("run", metavar="RUN_DIR", help="a run directory (reports/<run-id>) or its "
                      "summary.json")
+
+    rel = sub.add_parser("release", help="one release decision (GO / NO-GO / INCONCLUSIVE) "
+                         "from finished runs under a release policy")
+    rel.add_argument("policy", metavar="POLICY.yaml", help="the release policy (tiers, margins, "
+                     "evidence rules; see examples/release/policy.yaml)")
+    rel.add_argument("run_dirs", nargs="*", metavar="RUN_DIR", help="run directories "
+                     "(reports/<run-id>); default: every run in the run store")
+    rel.add_argument("--store", help="run store directory when no RUN_DIR is given (default: "
+                     "$EVALS_STORE, else <reports>/store/)")
+    rel.add_argument("--reports", default=None, help="reports directory (default: reports/)")
+    rel.add_argument("--out", help="the release's folder (default: <reports>/release-<name>)")
+    rel.add_argument("--as-of", metavar="TIME", help="measure the runs' ages at this UTC time "
+                     "(ISO 8601, e.g. 2026-12-06 or 2026-12-06T12:00; default: now)")
     return parser
 
 
@@ -450,6 +463,31 @@ def _gate_config(args: argparse.Namespace) -> int:
     return _verdict_line(Path(args.run))
 
 
+def _release(args: argparse.Namespace) -> int:
+    from datetime import datetime, timezone
+
+    from evals.pipelines.release import run_release
+    from evals.report.release import publish_release
+
+    if args.store and args.run_dirs:
+        raise UserError("--store names where to find the runs when no RUN_DIR is given; give "
+                        "run directories or --store, not both.")
+    as_of = None
+    if args.as_of:
+        try:
+            as_of = datetime.fromisoformat(args.as_of)
+        except ValueError:
+            raise UserError(f"--as-of takes an ISO 8601 time such as 2026-12-06T12:00, got "
+                            f"{args.as_of!r}.") from None
+        as_of = as_of if as_of.tzinfo else as_of.replace(tzinfo=timezone.utc)
+    code, out_dir, record = run_release(
+        Path(args.policy), [Path(d) for d in args.run_dirs], reports_dir=_reports_dir(
+            args.reports), out_dir=Path(args.out) if args.out else None,
+        store_root=Path(args.store) if args.store else None, as_of=as_of)
+    publish_release(record, out_dir)
+    return int(code)
+
+
 COMMANDS = {
     "ab": _ab,
     "canary": _canary,
@@ -464,6 +502,7 @@ COMMANDS = {
     "pin": _pin,
     "history": _history,
     "gate-config": _gate_config,
+    "release": _release,
 }
 
 

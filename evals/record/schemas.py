@@ -19,6 +19,7 @@ The kinds, where they live and who writes them:
 | paired items  | <run>/paired_items.jsonl (line 1)  | evals.record.run_record           |
 | store manifest| <store>/runs/<id>/manifest.json    | evals.store                |
 | canary record | <canary>/canary.json               | evals.pipelines.canary     |
+| release record| <release>/release.json             | evals.record.release_record |
 
 The run store's SQLite index and its Parquet items table carry their version in their
 own metadata (evals.store._index, evals.store._items) and check it the same way.
@@ -143,8 +144,9 @@ TASK_MARKER = RecordKind("task marker", 1, {0: _stamp_only})
 CHUNK_MARKER = RecordKind("chunk marker", 1, {0: _stamp_only})
 SPEED_RECORD = RecordKind("speed record", 1, {0: _stamp_only})
 LOGPROBS_HEADER = RecordKind("logprobs file", 1)  # its header line (evals.runner.logprob_capture)
+RELEASE = RecordKind("release record", 1)
 FAULT_TALLY = RecordKind("fault tally", 1, {0: _tally_v0_to_v1})
 DRIFT_CHART = RecordKind("drift chart", 1, {0: _stamp_only})
 
 KINDS = (ARM_SPEC, ARM_MANIFEST, TASK_MARKER, CHUNK_MARKER, SPEED_RECORD, LOGPROBS_HEADER,
-         FAULT_TALLY, DRIFT_CHART, SUMMARY, PAIRED_ITEMS, STORE_MANIFEST, CANARY, STUDY)
+         FAULT_TALLY, DRIFT_CHART, SUMMARY, PAIRED_ITEMS, STORE_MANIFEST, CANARY, STUDY, RELEASE)

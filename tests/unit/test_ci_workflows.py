@@ -26,6 +26,9 @@ from synthetic_runs import PlantedTask, write_synthetic_run
 SCHEMAS = REPO / "tests" / "fixtures" / "ci_schemas"
 RELEASE_GATE = GITHUB / "release-gate.yml"
 WEEKLY_DRIFT = GITHUB / "weekly-drift.yml"
+RELEASE_DECISION = GITHUB / "release-decision.yml"
+RELEASE_COMMAND = ('examples/ci/release.sh nox -s release -- "$EVALS_POLICY" --reports '
+                   '"$EVALS_REPORTS"')
 GATE_COMMAND = 'examples/ci/gate.sh nox -s ab -- "$EVALS_CONFIG" --reports "$EVALS_REPORTS"'
 PINNED = re.compile(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40}$")
 
@@ -43,7 +46,7 @@ def _errors(validator, document) -> list[str]:
 
 # -- the published schemas ----------------------------------------------------------------
 
-@pytest.mark.parametrize("path", [RELEASE_GATE, WEEKLY_DRIFT])
+@pytest.mark.parametrize("path", [RELEASE_GATE, WEEKLY_DRIFT, RELEASE_DECISION])
 def test_github_workflows_validate_against_schemastores_schema(path):
     validator = _validator("github-workflows.json")
     workflow = load_yaml(path)
@@ -69,7 +72,7 @@ def _uses(workflow: dict) -> list[str]:
     return [s["uses"] for job in workflow["jobs"].values() for s in job["steps"] if "uses" in s]
 
 
-@pytest.mark.parametrize("path", [RELEASE_GATE, WEEKLY_DRIFT])
+@pytest.mark.parametrize("path", [RELEASE_GATE, WEEKLY_DRIFT, RELEASE_DECISION])
 def test_every_action_is_pinned_to_a_commit_with_its_version_named(path):
     uses = _uses(load_yaml(path))
     assert uses and all(PINNED.match(u) for u in uses), uses
@@ -78,7 +81,7 @@ def test_every_action_is_pinned_to_a_commit_with_its_version_named(path):
             assert re.search(r"@[0-9a-f]{40}\s+# v\d+\.\d+\.\d+$", line), line
 
 
-@pytest.mark.parametrize("path", [RELEASE_GATE, WEEKLY_DRIFT])
+@pytest.mark.parametrize("path", [RELEASE_GATE, WEEKLY_DRIFT, RELEASE_DECISION])
 def test_every_job_has_a_runner_steps_and_a_timeout(path):
     workflow = load_yaml(path)
     assert workflow["on"] and workflow["permissions"] == {"contents": "read"}
@@ -196,8 +199,14 @@ def _gitlab_jobs() -> dict[str, dict]:
 def test_gitlab_jobs_run_the_same_steps_with_junit_and_dotenv_reports():
     pipeline = load_yaml(GITLAB)
     jobs = _gitlab_jobs()
-    assert set(jobs) == {"release-gate", "release-gate-smoke", "weekly-drift", "weekly-drift-smoke"}
+    assert set(jobs) == {"release-gate", "release-gate-smoke", "weekly-drift", "weekly-drift-smoke",
+                         "release-decision"}
     assert pipeline["variables"]["EVALS_DOTENV"] == "verdict.env"
+    release = jobs.pop("release-decision")  # a release needs a decision: 3 fails it too
+    assert "allow_failure" not in release and release["script"] == [RELEASE_COMMAND]
+    assert release["stage"] == "release" and release["tags"] == ["gpu"]
+    assert release["artifacts"]["reports"] == {"junit": "reports/release/*/junit.xml",
+                                               "dotenv": "verdict.env"}
     for name, job in jobs.items():
         assert job["stage"] in pipeline["stages"]
         assert job["allow_failure"] == {"exit_codes": [3]}  # INCONCLUSIVE: passed with warnings
@@ -218,7 +227,7 @@ def test_gitlab_jobs_run_the_same_steps_with_junit_and_dotenv_reports():
 
 
 def test_the_scripts_the_workflows_name_exist_and_run():
-    for name in ("gate.sh", "drift.sh"):
+    for name in ("gate.sh", "drift.sh", "release.sh"):
         assert os.access(EXAMPLES / name, os.X_OK), name
         assert subprocess.run(["bash", "-n", str(EXAMPLES / name)]).returncode == 0
     assert subprocess.run(["bash", "-n", str(EXAMPLES / "lib.sh")]).returncode == 0
@@ -479,3 +488,75 @@ def test_no_change_is_an_empty_list_and_a_bad_ref_exit_2(config_repo):
     assert json.loads(_changed(config_repo).stdout) == []
     result = _changed(config_repo, "no-such-branch")
     assert result.returncode == 2 and result.stdout == "" and "no-such-branch" in result.stderr
+
+
+# -- release-decision.yml: its step on the embedded model's recorded H200 runs ------------
+
+GPU_RUNS = REPO / "benchmarks" / "results" / "gpu-h200"
+
+
+@pytest.fixture(scope="module")
+def release_store(tmp_path_factory) -> Path:
+    """A run store holding two recorded runs: MTP + prefix caching (PASS) and KV-cache FP8
+    (tiny_addition REGRESSION)."""
+    from evals.store import RunStore
+
+    root = tmp_path_factory.mktemp("release")
+    store = RunStore(root / "store")
+    for name in ("gpu-mtp-prefix-0c0dac60", "gpu-kv-fp8-f5ecc54a"):
+        shutil.copytree(GPU_RUNS / name, root / "runs" / name)
+        store.record_run(root / "runs" / name)
+    return root / "store"
+
+
+def _release_step(tmp_path: Path, store: Path, policy: str, shim: Path | None = None):
+    workflow = load_yaml(RELEASE_DECISION)
+    step = github_step(workflow, "release", "release")
+    assert step["run"] == RELEASE_COMMAND
+    path = tmp_path / "policy.yaml"
+    path.write_text(policy, encoding="utf-8")
+    env = runner_environment(tmp_path / "runner", "1", shim or nox_shim(tmp_path / "bin"))
+    env.update(step_environment(workflow, "release", step, {
+        "EVALS_POLICY": str(path), "EVALS_STORE": str(store),
+        "EVALS_REPORTS": str(tmp_path / "reports")}))
+    return run_step(step, env, timeout=300), step_outputs(env), env
+
+
+@pytest.mark.parametrize("policy, code, verdict", [
+    ("name: r\nevidence: {config_hash: 0c0dac60}\ntiers: {critical: [tiny_reviews_gen, "
+     "tiny_addition]}\n", 0, "GO"),
+    ("name: r\nevidence: {config_hash: f5ecc54a}\ntiers: {critical: [tiny_reviews_gen, "
+     "tiny_addition]}\n", 1, "NO-GO"),
+    ("name: r\nevidence: {config_hash: 0c0dac60}\ntiers: {critical: [tiny_reviews_multiturn]}\n",
+     1, "NO-GO"),
+    ("name: r\ntiers: {critical: [tiny_reviews_gen], advisory: [tiny_reviews_gen]}\n", 2,
+     "BAD_INPUT"),
+])
+def test_the_release_step_ends_the_job_with_the_release_verdict(tmp_path, release_store, policy,
+                                                                code, verdict):
+    result, outputs, env = _release_step(tmp_path, release_store, policy)
+    assert result.returncode == code, result.stderr
+    assert outputs["verdict"] == verdict and outputs["exit_code"] == str(code)
+    assert result.stdout.splitlines()[-1] == f"release: {verdict} (exit {code})"
+    summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8")
+    if code == 2:
+        assert outputs["release_dir"] == "" and "bad input (exit code 2)" in summary
+        return
+    assert outputs["release_dir"] == str(tmp_path / "reports" / "release-r")
+    assert summary.startswith(f"## vllm-regression-evals: release {verdict} (exit code {code})")
+    level = "notice" if code == 0 else "error"
+    assert f"::{level} title=vllm-regression-evals%3A release {verdict} (exit {code})::" \
+        in result.stdout
+    record = json.loads(Path(outputs["release_dir"], "release.json").read_text())
+    assert (record["verdict"], record["exit_code"]) == (verdict, code)
+
+
+def test_nox_failing_before_the_release_is_not_read_as_no_go(tmp_path, release_store):
+    shim = tmp_path / "failing"
+    shim.mkdir()
+    (shim / "nox").write_text("#!/usr/bin/env bash\nexit 1\n", encoding="utf-8")
+    (shim / "nox").chmod(0o755)
+    result, outputs, _ = _release_step(tmp_path, release_store, "name: r\ntiers: {critical: "
+                                       "[tiny_reviews_gen]}\n", shim=shim)
+    assert result.returncode == 4 and outputs["verdict"] == "FAILED"
+    assert "wrote no release.json" in result.stderr
