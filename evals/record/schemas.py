@@ -137,6 +137,7 @@ PAIRED_ITEMS = RecordKind("paired-items file", 1, {0: _stamp_only})  # its heade
 STORE_MANIFEST = RecordKind("run-store manifest", 1)
 CANARY = RecordKind("canary record", 1)
 STUDY = RecordKind("study summary", 1)
+RELEASE = RecordKind("release record", 1)
 
 ARM_SPEC = RecordKind("arm spec", 3, {0: _stamp_only, 1: _spec_v1_to_v2, 2: _spec_v2_to_v3})
 ARM_MANIFEST = RecordKind("arm manifest", 1, {0: _stamp_only})
@@ -144,7 +145,6 @@ TASK_MARKER = RecordKind("task marker", 1, {0: _stamp_only})
 CHUNK_MARKER = RecordKind("chunk marker", 1, {0: _stamp_only})
 SPEED_RECORD = RecordKind("speed record", 1, {0: _stamp_only})
 LOGPROBS_HEADER = RecordKind("logprobs file", 1)  # its header line (evals.runner.logprob_capture)
-RELEASE = RecordKind("release record", 1)
 FAULT_TALLY = RecordKind("fault tally", 1, {0: _tally_v0_to_v1})
 DRIFT_CHART = RecordKind("drift chart", 1, {0: _stamp_only})
 
