@@ -20,7 +20,8 @@ from evals.pair.samples import ArmSamples
 from evals.paths import ARMS
 from evals.plan.config import GateConfig, TaskSpec
 from evals.plan.schedule import item_order
-from evals.dispatch.arms import RERUN
+from evals.dispatch.arms import RERUN, same_engine_run
+from evals.errors import UserError
 
 WARM = "_warm"  # samples[<arm>_warm]: a cache-stress arm's warm pass
 
@@ -40,9 +41,12 @@ class Analysed:
 
 def pair_and_analyse(run_dir: Path, tasks: list[TaskSpec], gate: GateConfig, seed: int,
                      samples: dict[str, ArmSamples], sequential: dict | None = None,
-                     logprobs: dict[str, dict[str, TaskLogprobs]] | None = None) -> Analysed:
+                     logprobs: dict[str, dict[str, TaskLogprobs]] | None = None,
+                     manifests: dict[str, dict] | None = None) -> Analysed:
     """Every task's paired items and analysis (plus a cache-stress arm's warm pass), and
-    its distribution shift (evals.analyse.shift)."""
+    its distribution shift (evals.analyse.shift). With the arms' `manifests`, two arms
+    whose results for a task are one engine run (reused from one stored arm) are refused:
+    the A/A difference, the noise floor and the shift test would be zero by construction."""
     logprobs = logprobs or {}
     shifts: list[ShiftAnalysis] = []
     shift_notes: dict[str, str] = {}
@@ -51,6 +55,13 @@ def pair_and_analyse(run_dir: Path, tasks: list[TaskSpec], gate: GateConfig, see
     warnings: list[str] = []
     cache_checks: list[WarmColdCheck] = []
     for spec in tasks:
+        shared = same_engine_run(manifests or {}, spec.name, ("baseline", "candidate", RERUN))
+        if shared:
+            raise UserError(f"{run_dir.name}: task `{spec.name}`: {shared}: one engine run "
+                            "stands for two replicates, so their differences, the noise floor "
+                            "and the shift test would be zero by construction; run again with "
+                            "--fresh.")
+
         def pair(first: str, second: str, filter_name, spec=spec, **kwargs) -> PairedTask:
             return pair_normalised(spec, samples[first], samples[second], filter_name,
                                    run_dir.name, **kwargs)

@@ -8,6 +8,7 @@ after.
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from evals.dispatch.reuse import reuse_finished_tasks
 from evals.runner.asks import Answerer
 from evals.runner.launch import arm_is_complete, run_arms_in_turn
 from evals.runner.layout import ArmLayout
+from evals.runner.task_fingerprint import task_inputs
 from evals.plan.schedule import sequential_alpha
 
 RERUN = "baseline_rerun"  # the baseline's second run, for the A/A noise floor
@@ -32,12 +34,31 @@ def run_id_for(config: ABConfig) -> str:
     return f"{config.name}-{hashlib.sha256(blob).hexdigest()[:8]}"
 
 
+def number_replicates(specs: dict[str, ArmSpec]) -> dict[str, ArmSpec]:
+    """Arms of one config (same keys but for `replicate`) numbered in order: the first (the
+    baseline) is replicate 0, an A/A's candidate and the noise-floor rerun further ones, so
+    no two of them can share stored results."""
+    seen: dict[str, int] = {}
+    out = {}
+    for name, spec in specs.items():
+        plain = replace(spec, replicate=0)
+        same = json.dumps([plain.key_for(t) for t in spec.tasks])
+        out[name] = replace(spec, replicate=seen.get(same, 0))
+        seen[same] = seen.get(same, 0) + 1
+    return out
+
+
 def arm_specs(config: ABConfig, run_dir: Path) -> dict[str, ArmSpec]:
     include = [str(DEFAULT_TASKS_DIR)] + ([config.include_path] if config.include_path else [])
     versions = package_versions()
+    names = [t.name for t in config.tasks]
+    inputs: dict[str, dict] = {}  # by the arm's environment (a hub cache it may name)
     specs = {}
     for name in ARMS:
         arm = config.arm(name)
+        env_key = json.dumps(dict(arm.env), sort_keys=True)
+        if env_key not in inputs:
+            inputs[env_key] = task_inputs(names, include, dict(arm.env))
         env = arm_env(config, name)  # secrets as markers; their values beside, never written
         specs[name] = ArmSpec(
             arm=name, model=config.arm_model(name), engine=dict(arm.engine), env=env.recorded,
@@ -50,7 +71,7 @@ def arm_specs(config: ABConfig, run_dir: Path) -> dict[str, ArmSpec]:
             cache_stress=arm.cache_stress, lora_adapter=arm.lora_adapter,
             structured_output=arm.structured_output,
             faults=tuple(f.model_dump() for f in arm.faults),
-            logprobs=config.logprobs).with_fingerprint()
+            logprobs=config.logprobs, task_inputs=inputs[env_key]).with_fingerprint()
     if config.sequential:
         chunk = config.sequential.chunk
         specs["baseline"] = replace(specs["baseline"], sequential={"chunk": chunk})
@@ -61,7 +82,7 @@ def arm_specs(config: ABConfig, run_dir: Path) -> dict[str, ArmSpec]:
     if config.noise_floor:
         specs[RERUN] = replace(specs["baseline"], arm=RERUN,
                                output_dir=str(run_dir / "arms" / RERUN))
-    return specs
+    return number_replicates(specs)
 
 
 
@@ -74,33 +95,58 @@ def study_specs(study: Study, run_dir: Path) -> dict:
             specs[study.baseline] = replace(pair["baseline"], arm=study.baseline,
                                             output_dir=str(run_dir / "arms" / study.baseline))
         specs[arm] = replace(pair["candidate"], arm=arm, output_dir=str(run_dir / "arms" / arm))
-    return specs
+    return number_replicates(specs)
 
-def reuse_from_store(specs: dict[str, ArmSpec], store, echo) -> dict[str, dict[str, str]]:
-    """Copies every task result the run store holds under the same content key into the
-    arms' directories (evals.dispatch.reuse); a broken store is a warning, never a failure."""
-    reused: dict[str, dict[str, str]] = {}
+def forget_damaged(specs: dict[str, ArmSpec], echo) -> None:
+    """A finished task whose samples file is damaged (cut short, a broken line) loses its
+    done-marker, so reuse or its worker runs it again."""
     for name, spec in specs.items():
+        layout = ArmLayout(Path(spec.output_dir))
+        for task in spec.tasks:
+            try:
+                record = layout.task_record(task) if layout.task_marker(task).exists() else None
+            except UserError:
+                continue  # an unreadable marker is not trusted anyway
+            problem = layout.damaged_output(record) if record else None
+            if problem:
+                echo(f"[evals] {name}: {task} was finished, but {problem}; "
+                     "it is not trusted and runs again")
+                layout.task_marker(task).unlink()
+
+
+def reuse_from_store(specs: dict[str, ArmSpec], store, echo) -> dict[str, dict[str, dict]]:
+    """Copies every task result the run store holds under the same content key into the
+    arms' directories (evals.dispatch.reuse), the replicates of one config together from one
+    earlier run; a broken store is a warning, never a failure."""
+    groups: dict[str, list[ArmSpec]] = {}
+    for spec in specs.values():
+        plain = replace(spec, replicate=0)
+        groups.setdefault(json.dumps([plain.key_for(t) for t in spec.tasks]), []).append(spec)
+    reused: dict[str, dict[str, dict]] = {}
+    for group in groups.values():
         try:
-            found = reuse_finished_tasks(spec, store.find_task_result)
+            found = reuse_finished_tasks(group, store.task_result_sources)
         except UserError as exc:
             echo(f"warning: stored results not reused: {exc}")
             return reused
-        if found:
-            reused[name] = found
-            for task, source in found.items():
-                echo(f"[evals] {name}: {task} reused from {source} (same content key)")
+        reused.update(found)
+    for name in specs:
+        for task, record in reused.get(name, {}).items():
+            echo(f"[evals] {name}: {task} reused from {record['reused_from']} (run "
+                 f"{record['reused_run']}; {record['reuse_reason']})")
     return reused
 
 
 def fresh_or_reused(specs: dict[str, ArmSpec], store, fresh: bool, echo) -> None:
-    """`--fresh`: the arms' finished tasks are forgotten (they run again); otherwise what the
-    run store holds under the same content key is reused."""
+    """`--fresh`: the arms' finished tasks are forgotten (they run again); otherwise a
+    damaged finished task is forgotten, and what the run store holds under the same
+    content key is reused."""
     if fresh:
         for spec in specs.values():
             for marker in ArmLayout(Path(spec.output_dir)).tasks_dir.glob("*.json"):
                 marker.unlink()
     else:
+        forget_damaged(specs, echo)
         reuse_from_store(specs, store, echo)
 
 
@@ -134,12 +180,34 @@ def run_arms(config: ABConfig, specs: dict[str, ArmSpec], echo,
 
 
 def manifests_of(layouts: dict[str, ArmLayout], specs: dict[str, ArmSpec]) -> dict:
-    """Each finished arm's manifest with its tasks' records."""
+    """Each finished arm's manifest with its tasks' records; each record says whether the
+    task ran here or was reused (`outcome`), and where its engine run was (`ran_in`)."""
     manifests = {}
     for name, layout in layouts.items():
         manifests[name] = layout.read_manifest()
-        manifests[name]["tasks"] = {t: layout.task_record(t) for t in specs[name].tasks}
+        manifests[name]["replicate"] = specs[name].replicate
+        tasks = {}
+        for task in specs[name].tasks:
+            record = layout.task_record(task)
+            reused = bool(record.get("reused_from"))
+            tasks[task] = {**record, "outcome": "reused" if reused else "ran",
+                           "ran_in": record.get("ran_in") or str(layout.root)}
+        manifests[name]["tasks"] = tasks
     return manifests
+
+
+def same_engine_run(manifests: dict[str, dict], task: str, arms: tuple[str, ...]) -> str | None:
+    """Where two of `arms` got `task`'s results from one engine run (reused from one
+    stored arm), or None."""
+    origins: dict[str, str] = {}
+    for arm in arms:
+        record = (manifests.get(arm) or {}).get("tasks", {}).get(task) or {}
+        origin = record.get("ran_in")
+        if origin and origin in origins:
+            return f"{origins[origin]} and {arm} are both {origin}"
+        if origin:
+            origins[origin] = arm
+    return None
 
 
 def run_arms_on_ray(config: ABConfig, specs: dict[str, ArmSpec], echo,

@@ -1,12 +1,15 @@
-"""Baseline reuse: a finished task of an earlier run stands in for a new run of it when the
-content keys agree.
+"""Reuse from the run store: a finished task of an earlier run stands in for a new run of it
+when the content keys agree.
 
-The key (`ArmSpec.key_for`) hashes the model files, the engine arguments, the environment,
-the task and its settings, the seed, the limit and the lm-eval / vLLM / torch / transformers
-versions; the run store indexes the key of every recorded arm task. A hit copies that
-task's lm-eval output (samples and results file), its speed record and its done-marker
-into the new arm, so the runner skips it; the marker says where it came from, and the
-summary lists it. `--fresh` turns reuse off.
+The key (`ArmSpec.key_for`, what it covers: `evals.plan.arm_spec.KEY_COVERS`) hashes the
+model files, the engine arguments, the environment, the task's resolved config and files,
+the seed, the limit, the replicate index and the software versions; the run store indexes
+the key of every recorded arm task. A hit copies that task's lm-eval output (samples and
+results file), its speed record and its done-marker into the new arm, so the runner skips
+it; the marker says from which run and arm it came, where it first ran and why the key
+matched, and the summary lists it. Replicates of one config (an A/A's candidate, the
+noise-floor rerun) are reused together from one earlier run only, each from its own
+replicate there. `--fresh` turns reuse off.
 """
 
 from __future__ import annotations
@@ -55,26 +58,59 @@ def _copy_task(source: ArmLayout, target: ArmLayout, task: str) -> bool:
     return True
 
 
-def reuse_finished_tasks(spec: ArmSpec, find_task_result) -> dict[str, str]:
-    """Copies stored results for the arm's unfinished tasks whose key a stored arm has.
+def _origin(record: dict, source: ArmLayout) -> str:
+    """Where a stored task's results were produced by an engine (a reused one's source)."""
+    return str(record.get("ran_in") or record.get("reused_from") or source.root)
 
-    `find_task_result(key) -> Path | None` is the run store's lookup. Returns
-    {task: source arm directory} for the tasks reused."""
-    target = ArmLayout(Path(spec.output_dir))
-    reused: dict[str, str] = {}
-    for task in spec.tasks:
-        key = spec.key_for(task)
-        if target.task_done(task, key):
+
+def reason(spec: ArmSpec, task: str) -> str:
+    """Why a reused task's key matched, in words."""
+    inputs = spec.task_inputs.get(task) or {}
+    shown = ", ".join(f"{k} {v}" for k, v in inputs.items()) or "unknown"
+    return (f"same content key {spec.key_for(task)}: model files {spec.model_hash or '-'}, "
+            f"task inputs ({shown}), engine arguments, environment, limit, seed, versions, "
+            f"replicate {spec.replicate}")
+
+
+def reuse_finished_tasks(specs: list[ArmSpec], sources) -> dict[str, dict[str, dict]]:
+    """Copies stored results for the arms' unfinished tasks whose key a stored arm has.
+
+    `specs` are the replicates of one config (their keys differ only in `replicate`);
+    `sources(key) -> [(run id, arm directory), ...]` is the run store's lookup, the most
+    recent first. Per task the replicates not yet done here are reused from one earlier
+    run: the most recent that holds most of them. Returns {arm: {task: marker record}}."""
+    reused: dict[str, dict[str, dict]] = {}
+    for task in dict.fromkeys(t for spec in specs for t in spec.tasks):
+        hits: dict[str, dict[str, Path]] = {}  # arm -> run id -> its directory
+        order: list[str] = []
+        for spec in specs:
+            target = ArmLayout(Path(spec.output_dir))
+            key = spec.key_for(task)
+            if task not in spec.tasks or target.task_done(task, key):
+                continue
+            for run_id, found in sources(key):
+                source = ArmLayout(Path(found))
+                if source.root.resolve() != target.root.resolve() and \
+                        source.task_done(task, key):
+                    hits.setdefault(spec.arm, {}).setdefault(run_id, source.root)
+                    order += [run_id] if run_id not in order else []
+        if not hits:
             continue
-        found = find_task_result(key)
-        if found is None or Path(found).resolve() == target.root.resolve():
-            continue
-        source = ArmLayout(Path(found))
-        if not source.task_done(task, key) or not _copy_task(source, target, task):
-            continue  # the stored arm changed or lost its files since it was recorded
-        record = dict(source.task_record(task), reused_from=str(source.root))
-        target.mark_task_done(task, record)
-        if not target.manifest_path.exists() and source.manifest_path.exists():
-            target.write_manifest({**source.read_manifest(), "reused_from": str(source.root)})
-        reused[task] = str(source.root)
+        chosen = max(order, key=lambda r: (sum(r in h for h in hits.values()), -order.index(r)))
+        for spec in specs:
+            found = hits.get(spec.arm, {}).get(chosen)
+            target = ArmLayout(Path(spec.output_dir))
+            if found is None:
+                continue
+            source = ArmLayout(found)
+            if not _copy_task(source, target, task):
+                continue  # the stored arm lost its files since it was recorded
+            stored = source.task_record(task)
+            record = dict(stored, reused_from=str(source.root), reused_run=chosen,
+                          ran_in=_origin(stored, source), reuse_reason=reason(spec, task))
+            target.mark_task_done(task, record)
+            if not target.manifest_path.exists() and source.manifest_path.exists():
+                target.write_manifest({**source.read_manifest(),
+                                       "reused_from": str(source.root)})
+            reused.setdefault(spec.arm, {})[task] = record
     return reused

@@ -1,7 +1,8 @@
-"""Aligning two arms item by item: (task, doc_id, filter), checked by doc and prompt hashes.
+"""Aligning two arms item by item: (task, doc_id, filter), checked by doc, prompt and target
+hashes.
 
 Nothing is dropped silently: an item present in one arm only, or the same doc_id
-with a different document or prompt, is an error naming the first such item.
+with a different document, prompt or target, is an error naming the first such item.
 """
 
 from __future__ import annotations
@@ -91,6 +92,11 @@ def pair_task(baseline: ArmSamples, candidate: ArmSamples, task: str, metric: st
             raise UserError(f"{where}: task `{task}` doc_id {key[1]}: the arms saw different "
                             "prompts (prompt_hash differs); check num_fewshot, the few-shot seed "
                             "and chat-template settings.")
+        if rb.target_hash and rc.target_hash and rb.target_hash != rc.target_hash:
+            raise UserError(f"{where}: task `{task}` doc_id {key[1]}: the arms scored against "
+                            f"different targets (target_hash differs: {rb.target[:40]!r} vs "
+                            f"{rc.target[:40]!r}); the task definition changed between the "
+                            "arms' runs - run both under one definition (--fresh).")
         for side, record in (("baseline", rb), ("candidate", rc)):
             if metric not in record.metrics:
                 raise UserError(f"{where}: task `{task}` has no metric `{metric}` in the {side} "

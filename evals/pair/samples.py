@@ -42,6 +42,8 @@ class SampleRecord:
     choice_logliks: tuple[float, ...] = ()
     """Multiple choice: lm-eval's log-likelihood of each choice (the distribution-shift
     analysis compares the arms' choice distributions)."""
+    target_hash: str = ""
+    """lm-eval's hash of the item's target ("" when the samples file has none)."""
 
     @property
     def key(self) -> tuple[str, int, str]:
@@ -148,7 +150,8 @@ def _record(task: str, raw: dict, where: str) -> SampleRecord:
             target=_text(target), prediction=prediction.strip(), response=response,
             prompt=prompt, choices=choices,
             doc=raw.get("doc") if isinstance(raw.get("doc"), dict) else None,
-            choice_logliks=tuple(scores))
+            choice_logliks=tuple(scores),
+            target_hash=raw["target_hash"] if isinstance(raw.get("target_hash"), str) else "")
     except KeyError as exc:
         raise UserError(f"{where}: a sample lacks the field {exc.args[0]!r}; is this an lm-eval "
                         "--log_samples file?") from None

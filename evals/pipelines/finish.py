@@ -49,7 +49,7 @@ def finish(*, kind: str, run_dir: Path, tasks: list[TaskSpec], gate: GateConfig,
     evidence = evidence or RunEvidence()
     if analysed is None:
         analysed = pair_and_analyse(run_dir, tasks, gate, seed, samples, evidence.sequential,
-                                    evidence.logprobs)
+                                    evidence.logprobs, manifests)
     shifts = adjust(analysed.shifts, gate.alpha)
     gated = {t.name for t in tasks if t.gate}
     shifted_tasks = [(s.task, s.pvalue_adjusted) for s in shifts

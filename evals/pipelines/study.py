@@ -88,7 +88,8 @@ def run_study(study: Study, reports_dir: Path = REPORTS_DIR, fresh: bool = False
                                 {"baseline": specs[study.baseline], "candidate": specs[arm]})
         analysed[arm] = pair_and_analyse(
             _comparison_dir(run_dir, arm), list(comparison.tasks), comparison.gate,
-            comparison.seed, {"baseline": samples[study.baseline], "candidate": samples[arm]})
+            comparison.seed, {"baseline": samples[study.baseline], "candidate": samples[arm]},
+            manifests={"baseline": manifests[study.baseline], "candidate": manifests[arm]})
     # decide: one Holm family over every gated (arm, task), then each comparison's gates
     family = study_family({(arm, a.task): a.regression_pvalue for arm in ran
                            for a in analysed[arm].analyses if a.gated},

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import json
+import os
 import platform
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -35,41 +36,90 @@ def package_versions() -> dict[str, str]:
 
 _FULL_HASH_LIMIT = 64 * 1024 * 1024
 _SAMPLE = 1024 * 1024
+_SKIPPED = {"__pycache__", ".git", ".cache", ".ipynb_checkpoints"}
 
 
-def _weights_digest(item: Path, digest) -> None:
-    """Small files are hashed whole; large ones by header, size and three 1 MiB samples, so
-    that changed values (same shapes, same size) still change the fingerprint cheaply."""
+def file_digest(item: Path, digest) -> None:
+    """Adds one file to `digest`: its size and, up to 64 MiB, its whole content; a larger
+    file (weights in any format) by its first MiB and three 1 MiB samples, so that changed
+    values (same shapes, same size) still change the hash cheaply."""
     size = item.stat().st_size
-    digest.update(f"{item.name}:{size}".encode())
+    digest.update(f"{size}:".encode())
     with item.open("rb") as handle:
         if size <= _FULL_HASH_LIMIT:
             digest.update(handle.read())
             return
-        header_len = int.from_bytes(handle.read(8), "little")
-        digest.update(handle.read(min(header_len, 100_000_000)))
-        for offset in (size // 4, size // 2, size - _SAMPLE):
+        for offset in (0, size // 4, size // 2, size - _SAMPLE):
             handle.seek(offset)
             digest.update(handle.read(_SAMPLE))
 
 
-def model_fingerprint(model: str) -> str:
-    """Hash of a local model's config/tokenizer JSON files and its safetensors weights
-    (whole when small, header + samples when large). For a hub id, the id is hashed."""
+def folder_files(root: Path) -> list[Path]:
+    """Every file under `root` (caches and dot-folders left out), in a stable order."""
+    return sorted(p for p in Path(root).rglob("*") if p.is_file()
+                  and not any(part in _SKIPPED or part.startswith(".")
+                              for part in p.relative_to(root).parts))
+
+
+def hub_revision(repo: str, kind: str = "models", revision: str | None = None,
+                 env: dict | None = None) -> str:
+    """The commit a hub repository's `revision` (default main) resolves to in the local
+    Hugging Face cache (HF_HUB_CACHE, else HF_HOME/hub), or "uncached": what a run would
+    load, without asking the network."""
+    env = {**os.environ, **(env or {})}
+    cache = env.get("HF_HUB_CACHE") or str(
+        Path(env.get("HF_HOME") or Path.home() / ".cache" / "huggingface") / "hub")
+    ref = Path(cache) / f"{kind}--{repo.replace('/', '--')}" / "refs" / (revision or "main")
+    if revision and len(revision) == 40 and all(c in "0123456789abcdef" for c in revision):
+        return revision  # a pinned commit
+    try:
+        return ref.read_text(encoding="utf-8").strip() or "uncached"
+    except OSError:
+        return "uncached"
+
+
+def model_fingerprint(model: str, revision: str | None = None, env: dict | None = None) -> str:
+    """Hash of every file of a local model folder (weights in any format, tokenizer files,
+    configs; names relative to the folder). For a hub id: the id and the commit its
+    revision resolves to in the local cache (evals.plan.arm_spec.hub_revision)."""
     path = Path(model)
     digest = hashlib.sha256()
     if not path.is_dir():
-        digest.update(model.encode())
+        digest.update(f"{model}@{hub_revision(model, 'models', revision, env)}".encode())
         return digest.hexdigest()[:16]
-    for name in sorted(p.name for p in path.iterdir()):
-        item = path / name
-        if not item.is_file():
-            continue
-        if name.endswith(".safetensors"):
-            _weights_digest(item, digest)
-        elif name.endswith(".json") or name.endswith(".jinja"):
-            digest.update(name.encode() + item.read_bytes())
+    for item in folder_files(path):
+        digest.update(item.relative_to(path).as_posix().encode() + b"\0")
+        file_digest(item, digest)
     return digest.hexdigest()[:16]
+
+
+# What the content key covers, in words; README's reuse paragraph lists the same
+# (tests/unit/test_reuse_key.py checks both against `ArmSpec.key_parts`).
+KEY_COVERS = {
+    "model": "the model (path or hub id)",
+    "model_hash": "every file of a local model folder (weights in any format, tokenizer "
+                  "files), or a hub model's resolved revision",
+    "engine": "the engine arguments",
+    "env": "the arm's environment variables",
+    "task": "the task name",
+    "task_inputs": "the task's resolved config as lm-eval sees it (after `include`) and a "
+                   "hash of every file of its folder (YAML, `!function` modules, data files), "
+                   "local data paths, a hub dataset's resolved revision",
+    "limit": "the item limit", "num_fewshot": "the few-shot count", "seed": "the seed",
+    "replicate": "the replicate index (0: the baseline; an A/A's candidate and the noise-floor "
+                 "rerun are further replicates of the same config)",
+    "versions": "the vLLM, lm-eval, torch, transformers and Python versions",
+    "schema_version": "the arm spec's schema version",
+    "mode": "the arm's mode (offline, server, endpoint, hf)",
+    "cache_stress": "the cache-stress setting",
+    "platform": "the machine's kernel key (not for endpoints)",
+    "structured_output": "structured-output settings",
+    "lora_adapter": "the LoRA adapter and a hash of its files",
+    "logprobs": "the recorded top-k log-probabilities (offline)",
+    "faults": "canary faults",
+    "serving": "serving settings (server and endpoint arms)",
+    "chunk": "the sequential chunk size", "stop_rule": "the sequential stop rule",
+}
 
 
 @dataclass(frozen=True)
@@ -107,6 +157,13 @@ class ArmSpec:
     alpha, margin and metrics, part of the key: where the candidate stopped depends on it)."""
     logprobs: int = 0
     """Top-k log-probabilities recorded per generated token (0: none), offline arms only."""
+    replicate: int = 0
+    """Which engine run of the same config this arm is: the baseline is 0, an A/A's
+    candidate and the noise-floor rerun are further replicates (evals.dispatch.arms). Part
+    of the key: a replicate is reused only from the same replicate of an earlier run."""
+    task_inputs: dict = field(default_factory=dict)
+    """Per task, hashes of what lm-eval loads for it: its resolved config, the files of its
+    folder, its data (evals.runner.task_fingerprint); part of each task's key."""
     schema_version: int = SCHEMA_VERSION
     secret_env: dict = field(default_factory=dict, repr=False, compare=False)
     """The real values of the secrets among `env` (which holds their markers, so the key
@@ -115,18 +172,26 @@ class ArmSpec:
 
     def with_fingerprint(self) -> ArmSpec:
         data = asdict(self)
-        data["model_hash"] = model_fingerprint(self.model)
+        data["model_hash"] = model_fingerprint(self.model, self.engine.get("revision"),
+                                               self.env)
         if self.lora_adapter:
-            data["adapter_hash"] = model_fingerprint(self.lora_adapter)
+            data["adapter_hash"] = model_fingerprint(self.lora_adapter, env=self.env)
         return ArmSpec.from_dict(data)
 
     def key_for(self, task: str) -> str:
         """Content key of one task's results under this arm (the unit of reuse and resume)."""
+        blob = json.dumps(self.key_parts(task), sort_keys=True, default=str).encode()
+        return hashlib.sha256(blob).hexdigest()[:20]
+
+    def key_parts(self, task: str) -> dict:
+        """What the key of `task` hashes, by name (KEY_COVERS says each in words)."""
         payload = {
             "model": self.model, "model_hash": self.model_hash, "engine": self.engine,
-            "env": self.env, "task": task, "limit": self.limit, "num_fewshot": self.num_fewshot,
-            "seed": self.seed, "versions": self.versions, "schema_version": self.schema_version,
-            "mode": self.mode, "cache_stress": self.cache_stress,
+            "env": self.env, "task": task, "task_inputs": self.task_inputs.get(task),
+            "limit": self.limit, "num_fewshot": self.num_fewshot, "seed": self.seed,
+            "replicate": self.replicate, "versions": self.versions,
+            "schema_version": self.schema_version, "mode": self.mode,
+            "cache_stress": self.cache_stress,
         }
         if self.platform and self.mode in ("offline", "server", "hf"):  # an endpoint runs elsewhere
             payload["platform"] = self.platform
@@ -144,8 +209,7 @@ class ArmSpec:
             payload["chunk"] = self.sequential["chunk"]
             if self.sequential.get("look"):  # where the candidate stopped depends on these
                 payload["stop_rule"] = self.sequential["stop_rule"]
-        blob = json.dumps(payload, sort_keys=True, default=str).encode()
-        return hashlib.sha256(blob).hexdigest()[:20]
+        return payload
 
     def to_json(self) -> str:
         """schema_version first, then the fields in name order."""

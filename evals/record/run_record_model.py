@@ -145,8 +145,11 @@ class RunRecord(StoredRecord):
     reason: str = Field(description="The verdict in one sentence.")
     gate: GateRecord = Field(description="The statistical gate used.")
     tasks: list[TaskRecord] = Field(description="Every task's analysis and verdict.")
-    arms: dict[str, dict[str, Any]] = Field(description="Each arm's manifest (engine "
-                                            "config, timings, versions).")
+    arms: dict[str, dict[str, Any]] = Field(description=(
+        "Each arm's manifest (engine config, timings, versions, its `replicate`) and per task "
+        "(`tasks.<task>`) its record: `outcome` ran or reused, for a reused one the run "
+        "(`reused_run`) and arm directory (`reused_from`) it came from and why its key matched "
+        "(`reuse_reason`), and where its engine run was (`ran_in`)."))
     sources: dict[str, str] = Field(description="Where each arm's samples came from.")
     config: dict[str, Any] = Field(description="The run's configuration as given.")
     warnings: list[str] = Field(description="Things a reader of the verdict should know.")

@@ -115,6 +115,13 @@ def _spec_v2_to_v3(data: dict) -> dict:
     return {**data, "platform": data.get("platform", {})}
 
 
+def _spec_v3_to_v4(data: dict) -> dict:
+    """v4 keys replicates and task inputs (issue 50); a v3 spec was replicate 0 and its
+    task inputs are unknown (its keys differ from v4's, so nothing of it is reused)."""
+    return {**data, "replicate": data.get("replicate", 0),
+            "task_inputs": data.get("task_inputs", {})}
+
+
 def _summary_v1_to_v2(data: dict) -> dict:
     """v2 is the typed RunRecord (evals.record.run_record_model), where every task says
     whether it is gated; a v1 reader took a task that did not say as gated."""
@@ -139,7 +146,8 @@ CANARY = RecordKind("canary record", 1)
 STUDY = RecordKind("study summary", 1)
 RELEASE = RecordKind("release record", 1)
 
-ARM_SPEC = RecordKind("arm spec", 3, {0: _stamp_only, 1: _spec_v1_to_v2, 2: _spec_v2_to_v3})
+ARM_SPEC = RecordKind("arm spec", 4, {0: _stamp_only, 1: _spec_v1_to_v2, 2: _spec_v2_to_v3,
+                                     3: _spec_v3_to_v4})
 ARM_MANIFEST = RecordKind("arm manifest", 1, {0: _stamp_only})
 TASK_MARKER = RecordKind("task marker", 1, {0: _stamp_only})
 CHUNK_MARKER = RecordKind("chunk marker", 1, {0: _stamp_only})

@@ -1,4 +1,5 @@
-"""The two arms side by side: engine configs, versions, model hashes, timings.
+"""The two arms side by side: engine configs, versions, model hashes, timings, and per arm
+and task whether it ran or was reused from the run store.
 
 A/B runs carry full manifests (`evals.runner.worker`); compare runs only carry the
 source directory and lm-eval's own config. Every table is built from whatever keys
@@ -45,10 +46,25 @@ class TaskTiming:
 
 
 @dataclass(frozen=True, slots=True)
+class TaskProvenance:
+    """Whether an arm's task ran in this run or was reused from the run store, and why."""
+
+    arm: str
+    task: str
+    outcome: str
+    """"ran" or "reused" (summary `arms.<arm>.tasks.<task>.outcome`)."""
+    run: str
+    """The run it was reused from ("" when it ran here)."""
+    source: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class ArmsSection:
     kind: str
     tables: tuple[PairTable, ...]
     timings: tuple[TaskTiming, ...]
+    provenance: tuple[TaskProvenance, ...] = ()
 
 
 def flatten(value, prefix: str = "", depth: int = 0) -> dict[str, object]:
@@ -110,6 +126,21 @@ def _platform(manifest: dict) -> dict | None:
             "vLLM CPU kernels": record.get("vllm_cpu_kernels")}
 
 
+def _provenance(arms: dict) -> tuple[TaskProvenance, ...]:
+    rows = []
+    for arm, manifest in arms.items():
+        tasks = manifest.get("tasks") if isinstance(manifest, dict) else None
+        for task, record in (tasks or {}).items():
+            if not isinstance(record, dict) or "outcome" not in record:
+                continue  # a run from before outcomes were recorded
+            reused = record["outcome"] == "reused"
+            rows.append(TaskProvenance(
+                arm, task, str(record["outcome"]), str(record.get("reused_run") or ""),
+                str(record.get("reused_from") or "") if reused else "",
+                str(record.get("reuse_reason") or "") if reused else ""))
+    return tuple(rows)
+
+
 def arms_section(summary: RunRecord) -> ArmsSection:
     arms = summary.arms
     base, cand = (arms.get(a) if isinstance(arms.get(a), dict) else {} for a in ARMS)
@@ -130,4 +161,4 @@ def arms_section(summary: RunRecord) -> ArmsSection:
     ]
     tables = tuple(t for t in (pair_table(*spec) for spec in specs) if t.rows)
     return ArmsSection(kind=summary.kind, tables=tables,
-                       timings=_timings(base, cand))
+                       timings=_timings(base, cand), provenance=_provenance(arms))

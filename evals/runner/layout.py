@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -53,13 +54,37 @@ class ArmLayout:
         return self.tasks_dir / f"{task}.json"
 
     def task_done(self, task: str, key: str) -> bool:
+        """The task's marker has this key and the samples files it vouches for are whole
+        (a damaged file is not trusted: the task runs again, see `damaged_output`)."""
         marker = self.task_marker(task)
         if not marker.exists():
             return False
         try:
-            return TASK_MARKER.read(marker).get("key") == key
+            record = TASK_MARKER.read(marker)
         except UserError:  # half-written by a crash, or from a newer suite: run it again
             return False
+        return record.get("key") == key and self.damaged_output(record) is None
+
+    def damaged_output(self, record: dict) -> str | None:
+        """Why a finished task's samples are not what its marker recorded (a file missing,
+        cut short, or with a broken last line), or None. Only markers that recorded their
+        sample counts (`n_samples`, one per lm-eval task) are checked line by line; a
+        sequential task's merged file (`items_run`) for whole lines."""
+        counts = record.get("n_samples")
+        if not isinstance(counts, dict):
+            if "items_run" not in record or not record.get("task"):
+                return None
+            counts = {record["task"]: None}
+        found = samples_files(self.lm_eval_dir)
+        for name, expected in sorted(counts.items()):
+            paths = found.get(name)
+            if not paths:
+                return f"no samples file of `{name}` in {self.lm_eval_dir}"
+            newest = max(paths, key=lambda p: p.name)
+            problem = _jsonl_problem(newest, expected)
+            if problem:
+                return f"{newest} {problem}"
+        return None
 
     def task_record(self, task: str) -> dict:
         return TASK_MARKER.read(self.task_marker(task))
@@ -96,3 +121,22 @@ def samples_files(root: Path, task: str | None = None) -> dict[str, list[Path]]:
         if match and (task is None or match["task"] == task):
             found.setdefault(match["task"], []).append(path)
     return found
+
+
+def _jsonl_problem(path: Path, expected: object) -> str | None:
+    """A samples file holds `expected` whole JSON lines, or what is wrong with it."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return f"is unreadable ({exc.strerror})"
+    lines = data.splitlines()
+    if lines and not data.endswith(b"\n"):
+        return "ends in the middle of a line"
+    if isinstance(expected, int) and len(lines) != expected:
+        return f"holds {len(lines)} of the {expected} samples recorded"
+    try:
+        if lines:
+            json.loads(lines[-1])
+    except ValueError:
+        return "has a broken last line"
+    return None

@@ -36,7 +36,7 @@ from evals.runner.lm_eval_env import cache_env_info
 from evals.runner.logprob_capture import write_rows
 from evals.runner.process_cleanup import resource_tracker
 from evals.runner.server import ServerFailed
-from evals.runner.task_index import local_task_names
+from evals.runner.task_index import task_manager
 from evals.plan.schedule import chunks, item_order
 
 
@@ -178,18 +178,6 @@ def _may_go(spec: ArmSpec) -> bool:
     return False
 
 
-def _task_manager(task_manager_cls, spec: ArmSpec, tasks: list[str]):
-    """lm-eval's task index. Indexing lm-eval's own ~thousands of task files takes ~10 s on
-    a 2-core machine; when the include paths hold every task the run needs, they alone are
-    indexed (evals.runner.task_index found them by the same names)."""
-    include = list(spec.include_paths) or None
-    if include and not set(tasks) - local_task_names(include):
-        local = task_manager_cls(include_path=include, include_defaults=False)
-        if all(t in local.all_tasks for t in tasks):
-            return local
-    return task_manager_cls(include_path=include)
-
-
 def _stop_on_sigterm(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")  # unwinds the ExitStack: the server stops
 
@@ -205,7 +193,7 @@ def run(spec: ArmSpec) -> int:
     from lm_eval.tasks import TaskManager
 
     logging.getLogger("lm-eval").setLevel(logging.WARNING)
-    manager = _task_manager(TaskManager, spec, pending)
+    manager = task_manager(TaskManager, spec.include_paths, pending)
     unknown = [t for t in pending if t not in manager.all_tasks]
     if unknown:
         # checked before the engine starts: a typo must not cost an engine start

@@ -284,16 +284,19 @@ class RunStore:
     def find_task_result(self, key: str) -> Path | None:
         """The arm directory of the most recently recorded run whose arm finished the task
         with this content key (`ArmSpec.key_for(task)`), if that directory still exists."""
+        found = self.task_result_sources(key)
+        return found[0][1] if found else None
+
+    def task_result_sources(self, key: str) -> list[tuple[str, Path]]:
+        """(run id, arm directory) of every recorded run whose arm finished the task with
+        this content key and whose directory still exists, the most recent first."""
         with self._connection(create=False) as conn:
             if conn is None:
-                return None
+                return []
             rows = conn.execute(
-                "SELECT tr.path FROM task_results tr JOIN runs r USING (run_id) "
+                "SELECT tr.run_id, tr.path FROM task_results tr JOIN runs r USING (run_id) "
                 "WHERE tr.key = ? ORDER BY r.recorded DESC, r.run_id", (key,)).fetchall()
-        for (path,) in rows:
-            if Path(path).is_dir():
-                return Path(path)
-        return None
+        return [(run_id, Path(path)) for run_id, path in rows if Path(path).is_dir()]
 
 
 def open_store(reports_dir: Path, store_root: Path | None = None):

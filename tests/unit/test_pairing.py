@@ -67,6 +67,18 @@ def test_changed_prompt_is_named(tmp_path):
         pair_task(read_output_dir(FIXTURE), read_output_dir(b), "tiny_reviews_gen", "exact_match")
 
 
+def test_changed_target_is_named(tmp_path):
+    """A task edit that changes only the targets (doc_to_target) keeps documents and
+    prompts: the target hash catches it, at the first such item."""
+    b = copy_fixture(tmp_path, "b")
+    path = samples_file(b, "tiny_reviews_gen")
+    edit_line(path, 9, lambda r: r.update(target="neutral", target_hash="2" * 64))
+    row = edit_line(path, 2, lambda r: r.update(target="neutral", target_hash="1" * 64))
+    with pytest.raises(UserError, match=f"doc_id {row['doc_id']}: the arms scored against "
+                                        "different targets .*'positive' vs 'neutral'"):
+        pair_task(read_output_dir(FIXTURE), read_output_dir(b), "tiny_reviews_gen", "exact_match")
+
+
 def test_changed_document_is_named(tmp_path):
     b = copy_fixture(tmp_path, "b")
     row = edit_line(samples_file(b, "tiny_reviews_mc"), 0, lambda r: r.update(doc_hash="1" * 64))

@@ -87,7 +87,7 @@ def _spec(**changes) -> ArmSpec:
 
 def test_arm_spec_v1_with_a_sequential_reference_migrates_to_asking_the_parent(tmp_path):
     current = json.loads(_spec().to_json())
-    assert list(current)[0] == KEY and current[KEY] == ARM_SPEC.version == 3
+    assert list(current)[0] == KEY and current[KEY] == ARM_SPEC.version == 4
     v1 = {**current, KEY: 1, "sequential": {
         "chunk": 50, "alpha": 0.0125, "margin": 0.03, "metrics": {"t": ["acc", "none"]},
         "reference": "/run/arms/baseline/lm_eval"}}
@@ -95,7 +95,7 @@ def test_arm_spec_v1_with_a_sequential_reference_migrates_to_asking_the_parent(t
     spec = ArmSpec.read(tmp_path / "spec.json")
     assert spec.sequential == {"chunk": 50, "look": True,
                                "stop_rule": [0.0125, 0.03, {"t": ["acc", "none"]}]}
-    assert spec.schema_version == 3
+    assert spec.schema_version == ARM_SPEC.version
     baseline_v1 = {**v1, "sequential": {**v1["sequential"], "reference": None}}
     assert ArmSpec.from_dict(baseline_v1).sequential == {"chunk": 50}
     # the current version reads back as the same spec, with the same content keys
@@ -111,7 +111,7 @@ def test_arm_spec_v2_migrates_with_an_unknown_machine_and_keeps_its_content_keys
     v2 = {k: v for k, v in current.items() if k != "platform"} | {KEY: 2}
     (tmp_path / "spec.json").write_text(json.dumps(v2), encoding="utf-8")
     old = ArmSpec.read(tmp_path / "spec.json")
-    assert old.platform == {} and old.schema_version == 3
+    assert old.platform == {} and old.schema_version == ARM_SPEC.version
     avx2 = {"machine": "x86_64", "isa": ["avx2"]}
     avx512 = {"machine": "x86_64", "isa": ["avx2", "avx512f", "avx512vl", "avx512bw", "avx512dq"]}
     keys = {_spec(platform=p).key_for("t") for p in (avx2, avx512)}
