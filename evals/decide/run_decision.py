@@ -8,9 +8,11 @@ from functools import partial
 
 from evals.analyse.task_analysis import TaskAnalysis, task_rng
 from evals.analyse.exercise import ExerciseReport
+from evals.analyse.load_curve import LoadCurve
 from evals.analyse.speed import compare_speed
 from evals.decide.drift import DriftInput, apply_chart, chart_tasks, summary_extras
 from evals.decide.gates import Gate, run_gates
+from evals.decide.load_gate import apply_load_gate, evaluate_load_gate
 from evals.decide.verdict import apply_exercise_gate, apply_shift_gate, apply_speed_gate, decide
 from evals.paths import ARMS
 from evals.plan.config import GateConfig
@@ -20,9 +22,10 @@ def decide_run(analyses: list[TaskAnalysis], gate: GateConfig, seed: int,
                manifests: dict[str, dict], *, run_id: str, speed: dict[str, dict] | None = None,
                exercise: ExerciseReport | None = None, drift: DriftInput | None = None,
                study_adjusted: dict[str, float] | None = None,
-               shifted_tasks: list[tuple[str, float]] = ()):
+               shifted_tasks: list[tuple[str, float]] = (),
+               load_curve: LoadCurve | None = None):
     """The statistical gate, then the gate list (evals.decide.gates). Returns the verdict, the
-    steps and what the gates add to the summary (`speed`, `drift`)."""
+    steps and what the gates add to the summary (`speed`, `drift`, `load_gate`)."""
     gates: list[Gate] = []
     extras: dict = {}
     if speed:
@@ -33,6 +36,10 @@ def decide_run(analyses: list[TaskAnalysis], gate: GateConfig, seed: int,
             min_speedup=gate.min_speedup)
         extras["speed"] = speedup
         gates.append(Gate("speed", partial(apply_speed_gate, speed=speedup)))
+    if load_curve is not None and gate.speed is not None:
+        load_gate = evaluate_load_gate(load_curve, gate.speed)
+        extras["load_gate"] = load_gate
+        gates.append(Gate("load curve", partial(apply_load_gate, result=load_gate)))
     if exercise is not None:
         gates.append(Gate("exercise", partial(apply_exercise_gate, report=exercise)))
     if drift is not None:

@@ -48,6 +48,19 @@ def number_replicates(specs: dict[str, ArmSpec]) -> dict[str, ArmSpec]:
     return out
 
 
+def load_sweep_settings(config: ABConfig) -> dict | None:
+    """What a server arm's worker needs for the config's load sweep (`speed:`), or None."""
+    speed = config.speed
+    if speed is None:
+        return None
+    prompts = speed.prompts
+    return {"levels": list(speed.concurrency), "requests_per_level": speed.requests_per_level,
+            "prompts": prompts if isinstance(prompts, str) else prompts.model_dump(),
+            "output_tokens": speed.tokens_per_request(),
+            "request_timeout_s": speed.request_timeout_s,
+            "level_timeout_s": speed.level_timeout_s}
+
+
 def arm_specs(config: ABConfig, run_dir: Path) -> dict[str, ArmSpec]:
     include = [str(DEFAULT_TASKS_DIR)] + ([config.include_path] if config.include_path else [])
     versions = package_versions()
@@ -71,7 +84,8 @@ def arm_specs(config: ABConfig, run_dir: Path) -> dict[str, ArmSpec]:
             cache_stress=arm.cache_stress, lora_adapter=arm.lora_adapter,
             structured_output=arm.structured_output,
             faults=tuple(f.model_dump() for f in arm.faults),
-            logprobs=config.logprobs, task_inputs=inputs[env_key]).with_fingerprint()
+            logprobs=config.logprobs, task_inputs=inputs[env_key],
+            load_sweep=load_sweep_settings(config)).with_fingerprint()
     if config.sequential:
         chunk = config.sequential.chunk
         specs["baseline"] = replace(specs["baseline"], sequential={"chunk": chunk})

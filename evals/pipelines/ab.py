@@ -10,6 +10,7 @@ from pathlib import Path
 from evals.analyse.comparison_analysis import WARM
 from evals.analyse.early_stop import Looks
 from evals.analyse.exercise import assess_config
+from evals.analyse.load_curve import load_curve_of
 from evals.decide.drift import deployment_name
 from evals.errors import ExitCode, UserError
 from evals.pair.logprobs import read_arm_logprobs
@@ -87,7 +88,8 @@ def run_ab(config: ABConfig, reports_dir: Path = REPORTS_DIR, fresh: bool = Fals
         sequential=sequential, speed=speed_records(ran.layouts, specs), preflight=checks,
         logprobs={name: read_arm_logprobs(layout.root, tasks)
                   for name, layout in ran.layouts.items()},
-        exercise=assess_config(config, {name: ran.manifests[name] for name in ARMS}))
+        exercise=assess_config(config, {name: ran.manifests[name] for name in ARMS}),
+        load_curve=load_curve_of(config, {name: ran.layouts[name].root for name in ARMS}))
     # pair, analyse, decide, record, report
     record = finish(kind="ab", run_dir=run_dir, tasks=list(config.tasks), gate=config.gate,
                     seed=config.seed, config_dump=json.loads(config.model_dump_json()),

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from evals.analyse.comparison_analysis import Analysed, pair_and_analyse
 from evals.analyse.exercise import ExerciseReport
+from evals.analyse.load_curve import LoadCurve
 from evals.analyse.shift import adjust, shifted
 from evals.decide.drift import DriftInput
 from evals.decide.run_decision import decide_run
@@ -16,6 +17,7 @@ from evals.pair.logprobs import TaskLogprobs
 from evals.pair.samples import ArmSamples
 from evals.plan.config import GateConfig, TaskSpec
 from evals.record.platform_record import platform_warnings, run_platform
+from evals.record.load_curve_record import load_curve_record
 from evals.record.run_record import build_summary, shift_record, write_run
 from evals.record.run_record_model import RunRecord
 from evals.report.terminal_table import render_table
@@ -33,6 +35,8 @@ class RunEvidence:
     drift: DriftInput | None = None
     logprobs: dict[str, dict[str, TaskLogprobs]] | None = None
     """Each arm's per-token top-k log-probabilities, by task (`logprobs: k`)."""
+    load_curve: LoadCurve | None = None
+    """Both server arms' load sweep (`speed:`), analysed."""
 
 
 def finish(*, kind: str, run_dir: Path, tasks: list[TaskSpec], gate: GateConfig, seed: int,
@@ -59,7 +63,7 @@ def finish(*, kind: str, run_dir: Path, tasks: list[TaskSpec], gate: GateConfig,
     verdict, steps, extras = decide_run(
         analyses, gate, seed, manifests, run_id=run_dir.name, speed=evidence.speed,
         exercise=evidence.exercise, drift=evidence.drift, study_adjusted=study_adjusted,
-        shifted_tasks=shifted_tasks)
+        shifted_tasks=shifted_tasks, load_curve=evidence.load_curve)
     if gate.logprob == "warn":
         regressed = {t.task for t in verdict.tasks if t.verdict.value == "REGRESSION"}
         warnings.extend(
@@ -82,7 +86,9 @@ def finish(*, kind: str, run_dir: Path, tasks: list[TaskSpec], gate: GateConfig,
         preflight=({k: v for k, v in evidence.preflight.items() if k != "warnings"}
                    if evidence.preflight else None),
         shift={"gate": gate.logprob, "alpha": gate.alpha,
-               "tasks": [shift_record(s) for s in shifts], "notes": analysed.shift_notes})
+               "tasks": [shift_record(s) for s in shifts], "notes": analysed.shift_notes},
+        load_curve=(load_curve_record(evidence.load_curve, extras.get("load_gate"))
+                    if evidence.load_curve is not None else None))
     write_run(run_dir, summary, paired)
     from evals.report import write_reports  # rendering is the last step of the flow
     written = write_reports(run_dir)

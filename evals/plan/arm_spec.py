@@ -164,6 +164,10 @@ class ArmSpec:
     task_inputs: dict = field(default_factory=dict)
     """Per task, hashes of what lm-eval loads for it: its resolved config, the files of its
     folder, its data (evals.runner.task_fingerprint); part of each task's key."""
+    load_sweep: dict | None = None
+    """Server arms: the load sweep after the accuracy items (evals.runner.load_sweep):
+    levels, requests_per_level, prompts, output_tokens, timeouts. Not part of the key: it
+    changes no item's result."""
     schema_version: int = SCHEMA_VERSION
     secret_env: dict = field(default_factory=dict, repr=False, compare=False)
     """The real values of the secrets among `env` (which holds their markers, so the key

@@ -145,6 +145,28 @@ SHIFT_MARGIN_NATS = 5e-5
 """gate.shift_margin's default (see its description)."""
 
 
+class SpeedGateConfig(_Strict):
+    """`gate.speed`: the load curve as a gate (needs `speed:`); its own gate step."""
+
+    min_speedup_at: dict[int, float] = Field(
+        default_factory=dict, description="{concurrency level: minimum speed-up} (candidate "
+        "over baseline, output tokens per second of request time): missed when the level's "
+        "interval lies below it (exit 1), undecided when it straddles it (PASS -> INCONCLUSIVE)")
+    min_slo_concurrency: int | None = Field(
+        None, ge=1, description="the candidate's highest concurrency meeting `speed.slo` must "
+        "be at least this; below it the run fails (exit 1)")
+
+    @model_validator(mode="after")
+    def _something(self) -> SpeedGateConfig:
+        if not self.min_speedup_at and self.min_slo_concurrency is None:
+            raise ValueError("give `min_speedup_at`, `min_slo_concurrency` or both")
+        bad = [k for k, v in self.min_speedup_at.items() if k < 1 or not v > 0]
+        if bad:
+            raise ValueError(f"`min_speedup_at` needs levels of at least 1 and positive "
+                             f"minimums (level {bad[0]})")
+        return self
+
+
 class GateConfig(_Strict):
     alpha: float = Field(0.05, gt=0, lt=0.5, description="one-sided significance level")
     margin: float = Field(0.02, gt=0, lt=1,
@@ -170,6 +192,70 @@ class GateConfig(_Strict):
     min_speedup: float | None = Field(
         None, gt=0, description="required candidate speedup (mean time per output token, "
         "baseline / candidate): missed when its interval lies below, undecided when it straddles")
+    speed: SpeedGateConfig | None = Field(
+        None, description="the load curve's gate (`speed:` sweeps): a minimum speed-up at "
+        "given concurrency levels, a minimum SLO-safe concurrency of the candidate")
+
+
+class SyntheticPrompts(_Strict):
+    """Load-sweep prompts of seeded random token ids of one length."""
+
+    input_tokens: int = Field(ge=1, le=131_072, description="prompt length in tokens")
+    output_tokens: int = Field(ge=1, le=32_768, description="tokens generated per request")
+
+
+class SloConfig(_Strict):
+    """A latency SLO: the highest concurrency whose p95s are at or under these (ms)."""
+
+    ttft_p95_ms: float | None = Field(None, gt=0, description="time to first token, p95, ms")
+    tpot_p95_ms: float | None = Field(None, gt=0, description="time per output token, p95, ms")
+
+    @model_validator(mode="after")
+    def _some_target(self) -> SloConfig:
+        if self.ttft_p95_ms is None and self.tpot_p95_ms is None:
+            raise ValueError("give `ttft_p95_ms`, `tpot_p95_ms` or both")
+        return self
+
+
+class SpeedSweepConfig(_Strict):
+    """A load sweep on both arms' own `vllm serve` after their accuracy items: per level a
+    warm-up, then `requests_per_level` streamed requests at that concurrency."""
+
+    concurrency: list[int] = Field(description="concurrency levels, rising, e.g. [1, 4, 16]")
+    requests_per_level: int = Field(ge=1, le=100_000, description="timed requests per level")
+    prompts: str | SyntheticPrompts = Field(
+        description="a task of this config (its prompts, as the arm's samples hold them, in "
+        "order and cycled) or {input_tokens, output_tokens} (seeded random token ids)")
+    output_tokens: int | None = Field(
+        None, ge=1, le=32_768, description="with task prompts: tokens generated per request "
+        "(default 64; end of sequence ignored, so both arms generate the same count)")
+    slo: SloConfig | None = Field(None, description="the latency SLO whose highest safe "
+                                  "concurrency is reported per arm")
+    request_timeout_s: float = Field(600, gt=0, le=3600, description="one request's limit")
+    level_timeout_s: float = Field(1800, gt=0, le=24 * 3600,
+                                   description="one level's limit; its requests then fail")
+
+    @field_validator("concurrency")
+    @classmethod
+    def _rising(cls, value: list[int]) -> list[int]:
+        if not value:
+            raise ValueError("the concurrency list is empty; give the levels, e.g. [1, 4, 16]")
+        if any(c < 1 for c in value):
+            raise ValueError(f"concurrency levels must be at least 1, got {value}")
+        if any(b <= a for a, b in zip(value, value[1:])):
+            raise ValueError(f"the concurrency levels must rise strictly, got {value}")
+        return value
+
+    @model_validator(mode="after")
+    def _output_once(self) -> SpeedSweepConfig:
+        if isinstance(self.prompts, SyntheticPrompts) and self.output_tokens is not None:
+            raise ValueError("with synthetic prompts, give `output_tokens` under `prompts` only")
+        return self
+
+    def tokens_per_request(self) -> int:
+        if isinstance(self.prompts, SyntheticPrompts):
+            return self.prompts.output_tokens
+        return self.output_tokens or 64
 
 
 class SequentialConfig(_Strict):
@@ -219,6 +305,9 @@ class ABConfig(_Strict):
         "is intended")
     gate: GateConfig = GateConfig()
     drift: DriftSettings = DriftSettings()
+    speed: SpeedSweepConfig | None = Field(
+        None, description="a load sweep on both server arms after their accuracy items: "
+        "latency and throughput per concurrency level, the crossover, the SLO-safe concurrency")
     hardware: Literal["any", "gpu"] = Field(
         "any", description="`gpu`: the arms are meant for vLLM on a GPU (configs/gpu/); where "
         "the engines would run on vLLM's CPU backend the run stops before any engine starts")
@@ -365,7 +454,43 @@ def parse_config(data: dict, source: Path) -> ABConfig:
     if len(set(names)) != len(names):
         dup = next(n for n in names if names.count(n) > 1)
         raise UserError(f"{source}: task `{dup}` is listed twice under `tasks`.")
+    if config.speed is not None or config.gate.speed is not None:
+        check_speed_sweep(config, source)
     return config
+
+
+def check_speed_sweep(config: ABConfig, source: Path | str) -> None:
+    """A sweep needs server arms (it runs on the arm's own `vllm serve`), task prompts from a
+    task of the config, and no level above an arm's `max_num_seqs` (vLLM would queue the
+    rest: the level would not run at its concurrency)."""
+    speed, gate = config.speed, config.gate.speed
+    if speed is None:
+        raise UserError(f"{source}: `gate.speed` gates the load sweep, but there is no "
+                        "`speed:` sweep; add one or drop `gate.speed`.")
+    if gate is not None:
+        missing = sorted(set(gate.min_speedup_at) - set(speed.concurrency))
+        if missing:
+            raise UserError(f"{source}: `gate.speed.min_speedup_at` names level {missing[0]}, "
+                            f"which `speed.concurrency` {speed.concurrency} does not sweep.")
+        if gate.min_slo_concurrency is not None and speed.slo is None:
+            raise UserError(f"{source}: `gate.speed.min_slo_concurrency` needs `speed.slo` "
+                            "(the targets it is measured against).")
+    for name in ("baseline", "candidate"):
+        arm = config.arm(name)
+        if arm.mode != "server":
+            raise UserError(f"{source}: `speed` sweeps server arms only (the arm's own `vllm "
+                            f"serve`); arm {name} has mode `{arm.mode}` - set its `mode: "
+                            "server` or drop `speed`.")
+        cap = arm.engine.get("max_num_seqs")
+        if isinstance(cap, int) and not isinstance(cap, bool) and speed.concurrency[-1] > cap:
+            raise UserError(f"{source}: `speed.concurrency` level {speed.concurrency[-1]} is "
+                            f"above arm {name}'s max_num_seqs ({cap}): the server runs at most "
+                            f"{cap} requests at once and queues the rest. Cap the levels at "
+                            f"{cap} or raise max_num_seqs.")
+    if isinstance(speed.prompts, str) and speed.prompts not in {t.name for t in config.tasks}:
+        raise UserError(f"{source}: `speed.prompts` names task `{speed.prompts}`, which is not "
+                        "under `tasks`; name one of them, or give {input_tokens, "
+                        "output_tokens}.")
 
 
 def is_study(data: dict) -> bool:

@@ -38,6 +38,7 @@ RESERVED_ARMS = ("candidate", "baseline_rerun")  # names the two-arm layout uses
 UNSUPPORTED = {  # two-arm options a study does not run (yet), and why
     "sequential": "early stop is decided per two-arm comparison",
     "noise_floor": "the A/A noise floor reruns the two-arm baseline",
+    "speed": "the load sweep compares two server arms",
 }
 
 

@@ -18,6 +18,7 @@ import numpy as np
 from evals import __version__
 from evals.decide.outcome import Verdict
 from evals.errors import UserError
+from evals.record.load_curve_record import LoadCurveRecord
 from evals.record.schemas import PAIRED_ITEMS, SUMMARY
 from evals.record.run_record_model import GateRecord, GateStepRecord, RunRecord, TaskRecord
 from evals.text_hygiene import one_line
@@ -57,12 +58,14 @@ def build_summary(*, kind: str, run_id: str, config: dict, analyses: list[TaskAn
                   warnings: list[str], speed=None, cache_stress=(),
                   platform: dict | None = None, drift: dict | None = None, gates=None,
                   exercise: dict | None = None, faults: dict | None = None,
-                  preflight: dict | None = None, shift: dict | None = None) -> RunRecord:
+                  preflight: dict | None = None, shift: dict | None = None,
+                  load_curve: LoadCurveRecord | None = None) -> RunRecord:
     """The run's record (summary.json). The optional parts are left out when absent: `drift`
     (a drift run's chart), `exercise`, `faults` (canary faults per arm), `preflight` (the
-    doctor and the audit); `gates` lists the gate steps (evals.decide.gates.GateStep)."""
+    doctor and the audit), `load_curve` (the load sweep); `gates` lists the gate steps
+    (evals.decide.gates.GateStep)."""
     optional = {"drift": drift, "exercise": exercise, "faults": faults or None,
-                "preflight": preflight, "shift": shift,
+                "preflight": preflight, "shift": shift, "load_curve": load_curve,
                 "gates": None if gates is None else [
                     GateStepRecord(gate=g.gate, verdict=g.verdict, changed=g.changed)
                     for g in gates]}

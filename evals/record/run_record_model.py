@@ -17,6 +17,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer
 
 from evals.errors import UserError
+from evals.record.load_curve_record import LoadCurveRecord
 from evals.record.schemas import SUMMARY
 from evals.text_hygiene import one_line
 
@@ -166,3 +167,5 @@ class RunRecord(StoredRecord):
     faults: dict[str, Any] | None = Field(None, description="Canary faults fired, per arm.")
     preflight: dict[str, Any] | None = Field(None, description="The doctor and the audit.")
     shift: dict[str, Any] | None = Field(None, description="Distribution-shift analyses.")
+    load_curve: LoadCurveRecord | None = Field(None, description="The load sweep of both "
+                                               "server arms (evals.analyse.load_curve), if run.")

@@ -12,6 +12,7 @@ The kinds, where they live and who writes them:
 | task marker   | <arm>/tasks/<task>.json            | the worker; evals.dispatch.reuse    |
 | chunk marker  | <arm>/chunks/<task>/<k>/done.json  | the worker                 |
 | speed record  | <arm>/speed/<task>.json            | the worker                 |
+| load sweep    | <arm>/load_sweep.json              | the worker (evals.runner.load_sweep) |
 | fault tally   | <arm>/fault_tally/<pid>.json       | evals.faults.vllm_plugin   |
 | drift chart   | summary.json `drift.charts.<task>` | evals.decide.drift                |
 
@@ -152,9 +153,11 @@ ARM_MANIFEST = RecordKind("arm manifest", 1, {0: _stamp_only})
 TASK_MARKER = RecordKind("task marker", 1, {0: _stamp_only})
 CHUNK_MARKER = RecordKind("chunk marker", 1, {0: _stamp_only})
 SPEED_RECORD = RecordKind("speed record", 1, {0: _stamp_only})
+LOAD_SWEEP = RecordKind("load sweep", 1)  # always versioned (evals.runner.load_sweep)
 LOGPROBS_HEADER = RecordKind("logprobs file", 1)  # its header line (evals.runner.logprob_capture)
 FAULT_TALLY = RecordKind("fault tally", 1, {0: _tally_v0_to_v1})
 DRIFT_CHART = RecordKind("drift chart", 1, {0: _stamp_only})
 
 KINDS = (ARM_SPEC, ARM_MANIFEST, TASK_MARKER, CHUNK_MARKER, SPEED_RECORD, LOGPROBS_HEADER,
-         FAULT_TALLY, DRIFT_CHART, SUMMARY, PAIRED_ITEMS, STORE_MANIFEST, CANARY, STUDY, RELEASE)
+         FAULT_TALLY, DRIFT_CHART, SUMMARY, PAIRED_ITEMS, STORE_MANIFEST, CANARY, STUDY, RELEASE,
+         LOAD_SWEEP)

@@ -10,6 +10,7 @@ from evals.report._exercise import ExerciseSection, exercise_section
 from evals.report._flip_analysis import TaskFlips, task_flips
 from evals.report._flipped_items import FlippedItems, flipped_items
 from evals.report._forest_plot import ForestPlot, forest_plot
+from evals.report._load_curve import LoadCurveSection, load_curve_section
 from evals.report._method import MethodSection, method_section
 from evals.report._shift import ShiftSection, shift_section
 from evals.report._speed import SpeedSection, speed_section
@@ -25,6 +26,7 @@ class ReportPage:
     flips: tuple[TaskFlips, ...]
     items: FlippedItems
     speed: SpeedSection | None
+    load_curve: LoadCurveSection | None
     exercise: ExerciseSection | None
     shift: ShiftSection
     arms: ArmsSection
@@ -39,6 +41,7 @@ def build_page(summary: RunRecord, rows: list[dict], max_flipped_items: int,
         banner=top, rows=task_rows(summary), forest=forest_plot(summary),
         flips=task_flips(summary),
         items=flipped_items(summary, rows, max_flipped_items, items_file_found),
-        speed=speed_section(summary), exercise=exercise_section(summary.exercise, summary.faults),
+        speed=speed_section(summary), load_curve=load_curve_section(summary),
+        exercise=exercise_section(summary.exercise, summary.faults),
         shift=shift_section(summary),
         arms=arms_section(summary), method=method_section(summary))

@@ -45,6 +45,10 @@ class Backend:
     """The generations' top-k log-probabilities (offline arms with `logprobs: k`)."""
     server_died: object = None
     """Server arms: `VllmServer.died` (None while `vllm serve` runs, else what ended it)."""
+    server_url: str | None = None
+    """Server arms: the loopback URL of the arm's `vllm serve` (its load sweep's target)."""
+    served_name: str | None = None
+    """Server arms: the model name requests give (the LoRA adapter's, where served)."""
 
     def take_timings(self) -> list[dict]:
         if self.take_proxy_timings is not None:
@@ -229,4 +233,6 @@ def open_backend(spec: ArmSpec, layout: ArmLayout, stack: ExitStack, progress_cl
     return Backend(lm=lm, effective_config=effective,
                    engine_start_seconds=time.time() - started, description=description,
                    take_proxy_timings=proxy.take_timings, read_counters=read_counters,
-                   server_died=server.died if spec.mode == "server" else None)
+                   server_died=server.died if spec.mode == "server" else None,
+                   server_url=server.base_url if spec.mode == "server" else None,
+                   served_name=name if spec.mode == "server" else None)

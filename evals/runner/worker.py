@@ -32,6 +32,7 @@ from evals.runner.model_inspection import inspect_in_forks
 from evals.runner.engine_lock import EngineLock
 from evals.runner.fork_server import FORKED_ENV
 from evals.runner.layout import ArmLayout, samples_files
+from evals.runner.load_sweep import write_sweep_error
 from evals.runner.lm_eval_env import cache_env_info
 from evals.runner.logprob_capture import write_rows
 from evals.runner.process_cleanup import resource_tracker
@@ -240,6 +241,13 @@ def run(spec: ArmSpec) -> int:
                 if died:  # the client's error (a refused connection, a 500) is its echo
                     raise ServerFailed(f"{died} during task {task}") from exc
                 raise
+        if spec.load_sweep and spec.mode == "server":
+            try:
+                _run_load_sweep(spec, layout, backend,
+                                accuracy_seconds=time.time() - timeline["go"])
+            except Exception as exc:  # the accuracy results stand; the sweep says what failed
+                write_sweep_error(layout.root, spec.arm, f"{type(exc).__name__}: {exc}")
+                say(spec, f"load sweep failed: {type(exc).__name__}: {exc}")
         manifest = layout.read_manifest()
         manifest.update({
             "generation": backend.stats,
@@ -306,6 +314,52 @@ def _run_task(spec: ArmSpec, layout: ArmLayout, backend, manager, task: str,
         "timed_requests": len(timings), **record,
     })
     say(spec, f"task {position} {task} done in {seconds:.0f} s")
+
+
+def _run_load_sweep(spec: ArmSpec, layout: ArmLayout, backend, *,
+                    accuracy_seconds: float) -> None:
+    """The config's load sweep on this arm's `vllm serve`, after its accuracy items; the raw
+    record into <arm>/load_sweep.json (evals.runner.load_sweep)."""
+    from evals.runner.backends import server_counters
+    from evals.runner.load_sweep import (Sweep, prompt_vocabulary, synthetic_prompts,
+                                         task_prompts, write_sweep)
+
+    settings = spec.load_sweep
+    levels = [int(c) for c in settings["levels"]]
+    n = int(settings["requests_per_level"])
+    source = settings["prompts"]
+    if isinstance(source, str):
+        files = samples_files(layout.lm_eval_dir, source).get(source, [])
+        prompts: list = task_prompts(files[-1]) if files else []
+        described = f"task {source}"
+    else:
+        count = sum(levels) + n * len(levels)  # one prompt per request: no shared prefixes
+        prompts = synthetic_prompts(count, int(source["input_tokens"]),
+                                    prompt_vocabulary(spec.model), spec.seed)
+        described = f"{source['input_tokens']} random token ids (seed {spec.seed})"
+    record = {"arm": spec.arm, "levels": levels, "requests_per_level": n,
+              "prompts": described, "output_tokens": int(settings["output_tokens"]),
+              # the server's state when the sweep began: warm from these accuracy requests
+              "warm_state": {"accuracy_requests": backend.stats["requests"],
+                             "accuracy_seconds": round(accuracy_seconds, 3)},
+              "results": []}
+    if not prompts:
+        record["error"] = f"no prompts: the arm's samples of task {source} were not found"
+        write_sweep(layout.root, record)
+        say(spec, f"load sweep skipped: {record['error']}")
+        return
+    say(spec, f"load sweep: levels {levels}, {n} requests each, prompts: {described}")
+    sweep = Sweep(backend.server_url, backend.served_name, prompts,
+                  output_tokens=record["output_tokens"], requests_per_level=n,
+                  request_timeout_s=float(settings["request_timeout_s"]),
+                  level_timeout_s=float(settings["level_timeout_s"]),
+                  server_died=backend.server_died)
+    started = time.time()
+    record["origin_epoch"] = round(started, 3)
+    record["results"] = sweep.run(levels, lambda text: server_counters(text) if text else {},
+                                  say=lambda message: say(spec, message))
+    record["wall_seconds"] = round(time.time() - started, 3)
+    write_sweep(layout.root, record)
 
 
 def _counter_delta(before: dict, after: dict) -> dict:

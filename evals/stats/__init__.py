@@ -16,6 +16,7 @@ is delta < 0. Modules:
 * :mod:`.sequential` - anytime-valid early stopping
 * :mod:`.control_chart` - EWMA and tabular CUSUM charts over a series of runs
 * :mod:`.interaction` - interaction of two optimizations over the same items (2x2)
+* :mod:`.load_curve` - latency percentiles per concurrency level, speed-up, crossover, SLO
 """
 
 from .binary import (
