@@ -334,7 +334,6 @@ class ABConfig(_Strict):
             arm["env"] = redact_env(arm["env"], self.secret_env_names)
         return data
 
-
     def arm(self, name: str) -> ArmConfig:
         return getattr(self.arms, name)
 

@@ -191,13 +191,13 @@ class WorkerRun:
         except BaseException:
             self.stop()
             raise
-        self._log.close()
         # nothing the worker started outlives it: an engine core or a `vllm serve` left
         # behind (its parent killed, say) is stopped here
         left = sweep_session(self.proc.pid)
         if left:
             self.echo(f"[evals] {self.spec.arm}: stopped what its worker left running: "
                       + "; ".join(left))
+        self._log.close()
         if self.error is not None:
             raise self.error
         if self.bad_input:
