@@ -40,3 +40,12 @@ def test_unit_times_spans_and_sums_each_units_phases():
 
 def test_no_reports_no_units():
     assert unit_times([], 0.0, str) == []
+
+
+def test_test_file_names_are_unique():
+    """The test folders have no __init__.py, so pytest imports each test file by its base
+    name: two files of one name in two folders stop the collection of the second (seen in
+    CI with tests/unit/ and tests/engine/test_reuse_key.py)."""
+    names = [p.name for p in ENGINE_DIR.parent.rglob("test_*.py")]
+    duplicated = sorted({n for n in names if names.count(n) > 1})
+    assert len(names) > 100 and duplicated == [], duplicated
