@@ -34,6 +34,9 @@ from evals.runner.parent_death import terminate_with_parent
 from evals.runner.process_cleanup import exit_description, kill_process_group
 from evals.runner.worker_imports import FORK_MODULES
 
+# the server's pid, which leads its process group (its engine core's too): in its log, so
+# whatever of it outlives a run can be found afterwards
+PID_LINE = "[evals] vllm serve pid {pid} (its own process group)\n"
 LOOPBACK = "127.0.0.1"
 SERVED_NAME = "evals-arm"
 HEALTH_TIMEOUT_S = 900.0
@@ -101,6 +104,7 @@ class VllmServer:
             self.proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, env=self.env,
                                          process_group=0, preexec_fn=terminate_with_parent)
+            log.write(PID_LINE.format(pid=self.proc.pid))
             log.close()
         try:
             self._wait_healthy()
@@ -129,6 +133,7 @@ class VllmServer:
             return None
         log.write(f"$ python {' '.join(argv)}   (forked from the fork server, pid "
                   f"{proc.server_pid})\n")
+        log.write(PID_LINE.format(pid=proc.pid))
         log.flush()
 
         def copy() -> None:

@@ -25,49 +25,41 @@ MTP_PREFIX = {**ENGINE, "enable_prefix_caching": True,
               "speculative_config": {"method": "mtp", "num_speculative_tokens": 1}}
 
 
-def _other_workers() -> set[int]:
-    """The other pytest-xdist workers and every process they started: their engines (the
-    other engine stream's, e.g. a `VLLM::EngineCore`) are not this test's."""
-    if "PYTEST_XDIST_WORKER" not in os.environ:
-        return set()
-    try:
-        me = psutil.Process()
-        parent = me.parent()
-        siblings = [p for p in (parent.children() if parent else []) if p.pid != me.pid]
-        return {q.pid for s in siblings for q in [s, *s.children(recursive=True)]}
-    except psutil.Error:
-        return set()
+def server_groups(run_root) -> set[int]:
+    """The pids of the run's `vllm serve` processes, from their logs."""
+    return {int(m.group(1)) for log in Path(run_root).rglob("server.log")
+            for m in re.finditer(r"\[evals\] vllm serve pid (\d+)",
+                                 log.read_text(encoding="utf-8", errors="replace"))}
 
 
-def serving_processes() -> list[str]:
-    """`vllm serve` API servers and vLLM engine-core processes alive on this machine, other
-    than the other pytest worker's (an orphan of this test's is counted: it is nobody's
-    descendant any more)."""
-    found, others = [], _other_workers()
+def serving_processes(run_root) -> list[str]:
+    """What is left alive of the `vllm serve` processes of the run(s) under `run_root`: each
+    server's pid is in its log (evals.runner.server.PID_LINE) and leads a process group that
+    its engine core belongs to, also once the server itself is gone. So another engine
+    stream's servers, running at the same time, are not taken for this run's."""
+    groups = server_groups(run_root)
+    found = []
     for proc in psutil.process_iter(["pid", "name", "cmdline"]):
         try:
-            cmdline = " ".join(proc.info["cmdline"] or [])
-        except psutil.Error:
+            if proc.status() == psutil.STATUS_ZOMBIE or os.getpgid(proc.pid) not in groups:
+                continue
+            cmdline = " ".join(proc.info["cmdline"] or []) or proc.info["name"] or ""
+        except (psutil.Error, OSError):
             continue
-        if proc.info["pid"] in others:
-            continue
-        if " serve " in f" {cmdline} " and "vllm" in cmdline or "VLLM::" in cmdline \
-                or "VLLM::" in (proc.info["name"] or ""):
-            found.append(f"{proc.info['pid']}: {cmdline[:120]}")
+        found.append(f"{proc.info['pid']}: {cmdline[:120]}")
     return found
 
 
-def _settle() -> list[str]:
+def _settle(run_root) -> list[str]:
     for _ in range(20):  # processes being reaped may linger a moment
-        left = serving_processes()
+        left = serving_processes(run_root)
         if not left:
             return []
         time.sleep(0.5)
-    return serving_processes()
+    return serving_processes(run_root)
 
 
 def test_server_arms_speed_and_cache_stress_leave_no_server_behind(tmp_path):
-    assert serving_processes() == [], "a vLLM server was already running before the test"
     config = write_config(
         tmp_path, "serving", {"mode": "server", "concurrency": 8,
                               "engine": {**ENGINE, "enable_prefix_caching": False}},
@@ -75,7 +67,8 @@ def test_server_arms_speed_and_cache_stress_leave_no_server_behind(tmp_path):
         tasks=TASKS, limit=150)
     result = run_cli("ab", str(config), "--reports", str(tmp_path / "reports"))
     assert result.returncode in (0, 1, 3), result.stdout + result.stderr
-    assert _settle() == []
+    assert server_groups(tmp_path)  # its servers started (and are named in their logs)
+    assert _settle(tmp_path) == []
     summary = read_summary(tmp_path / "reports")
     run_dir = next((tmp_path / "reports").glob("*/summary.json")).parent
     for arm in ("baseline", "candidate"):
@@ -113,7 +106,8 @@ def test_a_failing_server_arm_exits_4_and_leaves_no_server_behind(tmp_path):
     assert result.returncode == 4, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
     assert "server.log" in result.stderr or "server.log" in result.stdout
-    assert _settle() == []
+    assert server_groups(tmp_path)  # its servers started (and are named in their logs)
+    assert _settle(tmp_path) == []
 
 
 def _servers_of(pid: int, reports: Path) -> dict[int, str]:
@@ -250,6 +244,8 @@ def test_a_killed_server_or_worker_leaves_no_engine_or_port_behind(tmp_path, vic
     assert len(servers) >= 2, servers  # the API server and its engine core
     ports = _listening_ports(servers)
     assert ports, servers
+    # the leak check below finds this run's processes: its servers are among them now
+    assert {int(line.split(":")[0]) for line in serving_processes(tmp_path)} >= set(servers)
     if victim == "worker":
         target = _baseline_worker(proc.pid)
     else:
