@@ -70,7 +70,8 @@ def _describe(process: psutil.Process) -> str:
         return str(process.pid)
 
 
-def _stop(processes: list[psutil.Process]) -> None:
+def stop_processes(processes: list[psutil.Process]) -> None:
+    """SIGTERM, then SIGKILL to those still alive 5 s later."""
     for name in ("terminate", "kill"):
         for process in processes:
             try:
@@ -90,10 +91,10 @@ def sweep_session(sid: int, tracker_grace: float = 5.0) -> list[str]:
     trackers = [p for p in members if resource_tracker(p)]
     others = [p for p in members if p not in trackers]
     found = [_describe(p) for p in others]
-    _stop(others)
+    stop_processes(others)
     _, trackers = psutil.wait_procs(trackers, timeout=tracker_grace) if trackers else ([], [])
     found += [_describe(p) for p in trackers]
-    _stop(trackers)
+    stop_processes(trackers)
     return found
 
 

@@ -35,7 +35,7 @@ from evals.runner.layout import ArmLayout, samples_files
 from evals.runner.load_sweep import write_sweep_error
 from evals.runner.lm_eval_env import cache_env_info
 from evals.runner.logprob_capture import write_rows
-from evals.runner.process_cleanup import resource_tracker
+from evals.runner.process_cleanup import resource_tracker, stop_processes
 from evals.runner.server import ServerFailed
 from evals.runner.task_index import task_manager
 from evals.plan.schedule import chunks, item_order
@@ -406,13 +406,7 @@ def exit_now(code: int) -> None:
     children = [c for c in psutil.Process().children(recursive=True) if not resource_tracker(c)]
     if children:
         _, alive = psutil.wait_procs(children, timeout=CHILD_GRACE_SECONDS)
-        for signal_name in ("terminate", "kill"):
-            for child in alive:
-                try:
-                    getattr(child, signal_name)()
-                except psutil.NoSuchProcess:
-                    pass
-            _, alive = psutil.wait_procs(alive, timeout=5.0)
+        stop_processes(alive)
     logging.shutdown()
     os._exit(code)
 
