@@ -15,6 +15,7 @@ from pathlib import Path
 from evals.plan.arm_spec import ArmSpec, package_versions
 from evals.plan.config import DEFAULT_TASKS_DIR, ABConfig
 from evals.plan.arm_env import arm_env
+from evals.plan.decoding import arm_sampling
 from evals.plan.study import Study
 from evals.errors import UserError
 from evals.paths import ARMS
@@ -85,6 +86,7 @@ def arm_specs(config: ABConfig, run_dir: Path) -> dict[str, ArmSpec]:
             structured_output=arm.structured_output,
             faults=tuple(f.model_dump() for f in arm.faults),
             logprobs=config.logprobs, task_inputs=inputs[env_key],
+            sampling=arm_sampling(config, name),
             load_sweep=load_sweep_settings(config)).with_fingerprint()
     if config.sequential:
         chunk = config.sequential.chunk

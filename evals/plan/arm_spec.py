@@ -117,6 +117,7 @@ KEY_COVERS = {
     "lora_adapter": "the LoRA adapter and a hash of its files",
     "logprobs": "the recorded top-k log-probabilities (offline)",
     "faults": "canary faults",
+    "sampling": "the chat template (its text), system prompt, decoding settings and repeats",
     "serving": "serving settings (server and endpoint arms)",
     "chunk": "the sequential chunk size", "stop_rule": "the sequential stop rule",
 }
@@ -168,6 +169,11 @@ class ArmSpec:
     """Server arms: the load sweep after the accuracy items (evals.runner.load_sweep):
     levels, requests_per_level, prompts, output_tokens, timeouts. Not part of the key: it
     changes no item's result."""
+    sampling: dict | None = None
+    """Offline arms: how items are prompted and sampled (evals.plan.decoding.arm_sampling):
+    {"chat": {template (True or the template's text), template_path, system,
+    fewshot_as_multiturn}, "decoding": {temperature, ...}, "repeats": k, "seed": the run's
+    seed, from which each sample's seed is derived}; None: the tasks' own settings."""
     schema_version: int = SCHEMA_VERSION
     secret_env: dict = field(default_factory=dict, repr=False, compare=False)
     """The real values of the secrets among `env` (which holds their markers, so the key
@@ -207,6 +213,8 @@ class ArmSpec:
             payload["logprobs"] = self.logprobs
         if self.faults:  # a fault changes the outputs; no fault keeps the old keys
             payload["faults"] = list(self.faults)
+        if self.sampling:  # none keeps the old keys
+            payload["sampling"] = self.sampling
         if self.mode in ("server", "endpoint"):  # offline and hf arms have no serving settings
             payload["serving"] = self.serving
         if self.sequential:  # the chunk schedule changes the prompts of few-shot tasks

@@ -18,6 +18,9 @@ from pydantic import (BaseModel, ConfigDict, Field, ValidationError, field_seria
 from evals.errors import UserError
 from evals.paths import REPO_ROOT, TASKS_DIR
 from evals.faults.catalog import FAULTS, check_applies
+from evals.plan.decoding import (ChatConfig, DecodingConfig, check_chat_template,
+                                 check_decoding_overrides, check_serving_modes,
+                                 resolve_template)
 from evals.plan.secret_env import ENV_NAME, SECRET_WORDS, redact_env
 
 DEFAULT_TASKS_DIR = TASKS_DIR
@@ -98,6 +101,9 @@ class ArmConfig(_Strict):
                                "then warm in another order; warm vs cold is reported")
     faults: list[FaultConfig] = Field(default_factory=list, description="canary faults "
                                       "injected into this arm's engine (`nox -s canary`)")
+    decoding: DecodingConfig | None = Field(
+        None, description="this arm's overrides of the top-level `decoding:`; each setting "
+        "that makes the arms differ must be listed in `intended_change` as `decoding.<name>`")
 
     @model_validator(mode="after")
     def _mode_fits(self) -> ArmConfig:
@@ -296,10 +302,19 @@ class ABConfig(_Strict):
         "analysis (KL, top-1 agreement, flip-prone items); 0: not recorded")
     sequential: SequentialConfig | None = Field(
         None, description="early stop over interim looks; needs 0/1 metrics")
+    chat: ChatConfig | None = Field(
+        None, description="prompts through a chat template with a shared system prompt "
+        "(offline arms; docs/chat_and_sampling.md)")
+    decoding: DecodingConfig | None = Field(
+        None, description="sampling settings of every generation request (temperature, "
+        "top_p, top_k, min_p, max_tokens); default: each task's own (greedy)")
+    repeats: int = Field(1, ge=1, le=1000, description="samples per generation item and arm; "
+                         "with sampling, repeat r of an item has the same seed in both arms")
     arms: Arms
     intended_change: list[str] | None = Field(
         None, description="what the arms are meant to differ in: vLLM engine-argument names, "
-        "plus `model`, `env` and `mode` for the arm's model, environment and mode. Before any arm "
+        "plus `model`, `env` and `mode` for the arm's model, environment and mode, and "
+        "`decoding.<setting>` for an arm's decoding override. Before any arm "
         "runs, both arms' effective engine configs are resolved and compared; a difference in "
         "anything not listed stops the run. null: every engine argument the arms set differently "
         "is intended")
@@ -455,6 +470,8 @@ def parse_config(data: dict, source: Path) -> ABConfig:
         raise UserError(f"{source}: task `{dup}` is listed twice under `tasks`.")
     if config.speed is not None or config.gate.speed is not None:
         check_speed_sweep(config, source)
+    check_decoding_overrides(config, source)
+    check_serving_modes(config, source)
     return config
 
 
@@ -528,6 +545,7 @@ def config_from_data(data: dict, path: Path) -> ABConfig:
             "lora_adapter": (_resolve_model(arm.lora_adapter, path.parent)
                              if arm.lora_adapter else None)})
     updates["arms"] = Arms(**arms)
+    updates["chat"] = resolve_template(config.chat, path.parent)
     if config.include_path:
         updates["include_path"] = str((path.parent / config.include_path).resolve())
     return config.model_copy(update=updates)
@@ -545,3 +563,4 @@ def check_local_models(config: ABConfig) -> None:
         if adapter and not (Path(adapter) / "adapter_config.json").is_file():
             raise UserError(f"{config.source}: arms.{name}.lora_adapter `{adapter}` is not a "
                             "PEFT adapter directory (no adapter_config.json).")
+    check_chat_template(config)

@@ -27,6 +27,7 @@ from typing import Any
 
 from evals.plan.config import ABConfig
 from evals.plan.arm_env import arm_env
+from evals.plan.decoding import DECODING_FIELDS, DECODING_PREFIX, effective_decoding
 from evals.errors import UserError
 from evals.paths import ARMS
 
@@ -216,6 +217,11 @@ def _requested(config: ABConfig) -> tuple[list[tuple[str, str, Any, Any]], set[s
         b, c = envs[0].get(key, NOT_SET), envs[1].get(key, NOT_SET)
         if b != c:
             out.append(("env", f"env.{key}", b, c))
+    decoding = [effective_decoding(config.decoding, arm.decoding) for arm in (base, cand)]
+    for key in DECODING_FIELDS:
+        b, c = decoding[0].get(key, NOT_SET), decoding[1].get(key, NOT_SET)
+        if b != c:  # the config already refused one `intended_change` does not list
+            out.append((DECODING_PREFIX + key, DECODING_PREFIX + key, b, c))
     return out, {name for name, *_ in out}
 
 
@@ -330,7 +336,7 @@ def audit_arms(config: ABConfig, effective: Mapping[str, dict | None], *,
     intended = None if config.intended_change is None else tuple(config.intended_change)
     requested, differing = _requested(config)
     unknown = tuple(n for n in intended or () if arg_names and n not in arg_names
-                    and n not in PSEUDO_NAMES)
+                    and n not in PSEUDO_NAMES and not n.startswith(DECODING_PREFIX))
     # rule 1: with intended_change set, every requested difference must be listed
     undeclared = _undeclared_requested(requested, intended) if intended is not None else {}
     resolved = all(effective.get(arm) is not None for arm in ARMS)

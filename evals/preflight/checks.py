@@ -24,6 +24,7 @@ from evals.hardware import probe
 from evals.plan.arm_spec import ArmSpec
 from evals.plan.devices import ArmDemand, plan_device_sets, visible_devices
 from evals.plan.arm_env import inline_secret_warnings
+from evals.plan.decoding import repeats_warnings
 from evals.preflight.audit import audit_resolved
 from evals.preflight.cpu_support import check_cpu_support
 from evals.plan.config import DEFAULT_TASKS_DIR, ABConfig, check_local_models
@@ -115,7 +116,8 @@ def check_fault_support(config: ABConfig) -> None:
         raise UserError(f"{config.source}: faults cannot be injected: {problem}.")
 
 
-IDENTITY = "model, adapter, mode, faults, structured output, engine and env"
+IDENTITY = ("model, adapter, mode, faults, structured output, engine, env and sampling "
+            "(chat template, decoding, repeats)")
 """What `arm_identity` compares, in words for the messages that name it."""
 
 
@@ -127,7 +129,8 @@ def arm_identity(spec: ArmSpec, effective: dict | None = None) -> tuple:
     engine = spec.engine if effective is None else effective
     return (spec.model_hash, spec.adapter_hash, spec.mode, json.dumps(spec.faults, sort_keys=True),
             json.dumps(spec.structured_output, sort_keys=True),
-            json.dumps(engine, sort_keys=True, default=str), json.dumps(spec.env, sort_keys=True))
+            json.dumps(engine, sort_keys=True, default=str), json.dumps(spec.env, sort_keys=True),
+            json.dumps(spec.sampling, sort_keys=True))
 
 
 def check_arms_differ(config: ABConfig, specs: dict[str, ArmSpec]) -> None:
@@ -165,10 +168,10 @@ def doctor_checks(config: ABConfig, echo=print) -> dict:
     for line in report.lines():
         echo(line)
     report.check()
-    secrets = inline_secret_warnings(config, ARMS)
-    for line in secrets:
+    warnings = inline_secret_warnings(config, ARMS) + repeats_warnings(config)
+    for line in warnings:
         echo(f"warning: {line}")
-    return {"doctor": report.to_dict(), "warnings": report.warning_lines() + secrets}
+    return {"doctor": report.to_dict(), "warnings": report.warning_lines() + warnings}
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,8 @@ def _everything_set() -> list[ArmSpec]:
     return [
         _spec(mode="offline", structured_output={"choice": ["a"]}, lora_adapter="/lora",
               adapter_hash="ab", logprobs=5, faults=({"name": "nan", "rate": 0.1},),
-              sequential={"chunk": 10, "look": True, "stop_rule": [0.01, 0.02, {}]}),
+              sequential={"chunk": 10, "look": True, "stop_rule": [0.01, 0.02, {}]},
+              sampling={"decoding": {"temperature": 0.6}, "repeats": 2, "seed": 1}),
         _spec(mode="server", serving={"concurrency": 4}),
     ]
 
