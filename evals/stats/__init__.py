@@ -17,8 +17,16 @@ is delta < 0. Modules:
 * :mod:`.control_chart` - EWMA and tabular CUSUM charts over a series of runs
 * :mod:`.interaction` - interaction of two optimizations over the same items (2x2)
 * :mod:`.load_curve` - latency percentiles per concurrency level, speed-up, crossover, SLO
+* :mod:`.repeats` - per-item pass rates over k sampled repeats and their paired test
+  (sign-flip permutation or cluster-robust t); :mod:`.repeats_power` plans items x repeats
+* :mod:`.answer_distribution` - did the answer distribution per item change under sampling
 """
 
+from .answer_distribution import (
+    DistributionTestResult,
+    ItemAnswerShift,
+    answer_distribution_test,
+)
 from .binary import (
     FlipCounts,
     McNemarResult,
@@ -54,6 +62,15 @@ from .power import (
     mde_paired,
     noninferiority_power,
 )
+from .repeats import (
+    RateTestResult,
+    RepeatsPlan,
+    VarianceComponents,
+    item_rates,
+    items_repeats_for_power,
+    paired_rate_test,
+    variance_components,
+)
 from .sequential import SequentialLook, SequentialResult, sequential_decision
 from .standard_error import ClusteredStandardError, clustered_standard_error
 from .tango import (
@@ -72,6 +89,16 @@ from .validation import (
 )
 
 __all__ = [
+    "DistributionTestResult",
+    "ItemAnswerShift",
+    "RateTestResult",
+    "RepeatsPlan",
+    "VarianceComponents",
+    "answer_distribution_test",
+    "item_rates",
+    "items_repeats_for_power",
+    "paired_rate_test",
+    "variance_components",
     "InteractionResult",
     "interaction_test",
     "ClusteredPairedResult",

@@ -196,3 +196,42 @@ def as_categories(categories: Sequence[Any]) -> tuple[Any, ...]:
         duplicate = next(c for c in result if c in seen or seen.add(c))
         raise ValueError(f"categories must be distinct, but {duplicate!r} appears more than once.")
     return result
+
+
+def as_outcomes(values: Any, name: str, *, allow_missing: bool = False) -> np.ndarray:
+    """Return per-sample outcomes as a float64 array of shape (n_items, k).
+
+    Values are 0/1 outcomes or scores in [0, 1]; with ``allow_missing`` a NaN marks a
+    missing sample, but every item needs at least one. Raises ValueError naming the item
+    and repeat of the first bad value.
+    """
+    try:
+        array = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(
+            f"{name} must hold numbers (one outcome per item and repeat); it could not be "
+            f"read as numbers: {exc}."
+        ) from None
+    if array.ndim != 2 or array.size == 0:
+        raise ValueError(
+            f"{name} must be a non-empty 2-D array of shape (items, repeats); it has shape "
+            f"{array.shape}."
+        )
+    missing = np.isnan(array)
+    bad = ~missing & ~((array >= 0.0) & (array <= 1.0))
+    if not allow_missing:
+        bad |= missing
+    if bad.any():
+        item, repeat = (int(i) for i in np.argwhere(bad)[0])
+        allowed = "a score in [0, 1]" + (" or NaN for a missing sample" if allow_missing else "")
+        raise ValueError(
+            f"{name} has {array[item, repeat]!r} at item {item}, repeat {repeat}; each outcome "
+            f"must be {allowed}."
+        )
+    empty = missing.all(axis=1)
+    if empty.any():
+        raise ValueError(
+            f"{name} has no sample at all for item {int(np.argmax(empty))}; every item needs "
+            "at least one outcome (drop the item upstream, in both arms)."
+        )
+    return array
