@@ -224,9 +224,11 @@ def as_outcomes(values: Any, name: str, *, allow_missing: bool = False) -> np.nd
     if bad.any():
         item, repeat = (int(i) for i in np.argwhere(bad)[0])
         allowed = "a score in [0, 1]" + (" or NaN for a missing sample" if allow_missing else "")
+        value = float(array[item, repeat])
+        what = "a missing sample (NaN)" if math.isnan(value) else repr(value)
         raise ValueError(
-            f"{name} has {array[item, repeat]!r} at item {item}, repeat {repeat}; each outcome "
-            f"must be {allowed}."
+            f"{name} has {what} at item {item}, repeat {repeat}; each outcome must be "
+            f"{allowed}."
         )
     empty = missing.all(axis=1)
     if empty.any():
