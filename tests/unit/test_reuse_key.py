@@ -1,5 +1,5 @@
 """The run store's content key (issue 50): what it covers is listed once in words
-(`KEY_COVERS`) and in README's store-reuse paragraph, and both match the key; model files
+(`KEY_COVERS`) and in docs/drift_and_ci.md's store-reuse paragraph, and both match the key; model files
 of any format and a task's definition and data change it."""
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def _everything_set() -> list[ArmSpec]:
 
 
 def _readme_names() -> set[str]:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    text = (REPO / "docs" / "drift_and_ci.md").read_text(encoding="utf-8")
     start = text.index("**Store reuse.**")
     block = text[start:text.index("\n\n", text.index("\n- ", start))]
     names = set()
