@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU machine's steps (the `device` tool's H200, README "Measured on one H200"), run
+# The GPU machine's steps (the `device` tool's H200, docs/where_it_runs.md "Measured on one H200"), run
 # from the repository root there, each step one `run` call:
 #   bash benchmarks/gpu_h200/run.sh install [--quick]  # after the wheel parts are in /tmp/g
 #   bash benchmarks/gpu_h200/run.sh ab CONFIG [CONFIG ...]

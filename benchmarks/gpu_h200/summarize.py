@@ -1,5 +1,5 @@
 """Turns what benchmarks/gpu_h200/run.sh brought back into committed evidence and the
-README's "Measured on one H200" table.
+docs/where_it_runs.md's "Measured on one H200" table.
 
     python benchmarks/gpu_h200/summarize.py UNPACKED_DIR [--out benchmarks/results/gpu-h200]
 

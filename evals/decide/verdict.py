@@ -1,6 +1,6 @@
 """From per-task analyses to PASS / REGRESSION / INCONCLUSIVE, per task and overall.
 
-Decision rule (documented in the README):
+Decision rule (documented in docs/verdicts.md):
 
 * REGRESSION - the one-sided regression test rejects "no drop" after Holm's
   correction across gated tasks (a union of per-task hypotheses, so it needs the

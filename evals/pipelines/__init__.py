@@ -1,5 +1,5 @@
-"""The pipelines: each command a short sequence of stage calls (README, "How the code is
-laid out"): plan -> preflight -> run -> pair -> analyse -> decide -> record -> report.
+"""The pipelines: each command a short sequence of stage calls (docs/architecture.md, "How the
+code is laid out"): plan -> preflight -> run -> pair -> analyse -> decide -> record -> report.
 
 - `ab`: both arms of a config run (or are reused from the run store) and are compared.
 - `drift`: a deployment's arm runs again and is compared with its pinned golden run.

@@ -93,7 +93,7 @@ def model_fingerprint(model: str, revision: str | None = None, env: dict | None 
     return digest.hexdigest()[:16]
 
 
-# What the content key covers, in words; README's reuse paragraph lists the same
+# What the content key covers, in words; docs/drift_and_ci.md's reuse paragraph lists the same
 # (tests/unit/test_reuse_key.py checks both against `ArmSpec.key_parts`).
 KEY_COVERS = {
     "model": "the model (path or hub id)",

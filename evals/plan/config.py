@@ -194,7 +194,7 @@ class GateConfig(_Strict):
         "5e-5 is 25x the largest mean excess of GPU A/As of one engine reported in issue 52 "
         "(2.1e-6, one H100, vLLM 0.26.0), 10x a benign MTP + prefix caching change's "
         "(5.0e-6), and a third of the weakly noised model's smallest (1.5e-4 on CPU); "
-        "README 'Distribution shift' has the measurements")
+        "docs/distribution_shift.md has the measurements")
     min_speedup: float | None = Field(
         None, gt=0, description="required candidate speedup (mean time per output token, "
         "baseline / candidate): missed when its interval lies below, undecided when it straddles")

@@ -1,4 +1,4 @@
-"""The CI examples' own steps on real engines (examples/ci/, README "CI").
+"""The CI examples' own steps on real engines (examples/ci/, docs/drift_and_ci.md "CI").
 
 The release gate's `gate` step and the weekly drift's `drift` step run as a GitHub runner
 runs them (tests/ci_workflows.py: `bash -eo pipefail`, the workflow's `env:`, the

@@ -51,7 +51,7 @@ def test_extends_merges_nested_mappings(tmp_path):
 
 def test_shipped_configs_all_load():
     paths = sorted(p for p in (REPO / "configs").rglob("*.yaml") if p.name != "base.yaml")
-    # the README's main entry and one config of each folder are among them: an empty or
+    # the default config (README, `nox -s ab`) and one config of each folder are among them: an empty or
     # misdirected glob fails here instead of passing on nothing
     names = {p.relative_to(REPO / "configs").as_posix() for p in paths}
     assert {"mtp_prefix.yaml", "cpu/aa.yaml", "gpu/mtp_prefix.yaml"} <= names, sorted(names)

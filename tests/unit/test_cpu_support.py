@@ -117,7 +117,7 @@ def test_the_shipped_checkpoints_are_what_their_names_say():
     assert not four_bit_weight_only(quant("tiny-reviews"))
 
 
-# what each shipped CPU config asks for, on each CPU kind: the README's table
+# what each shipped CPU config asks for, on each CPU kind: docs/where_it_runs.md's table
 EXPECTED = {
     "mtp_prefix": {AVX2: [], AVX512: [], AMX: []},
     "aa": {AVX2: [], AVX512: [], AMX: []},

@@ -6,7 +6,7 @@ and NaN included), a field deleted, a line replaced, invalid UTF-8 inserted, the
 truncated, a line duplicated, the results file replaced - and checks that the readers
 either read it or raise one UserError (exit 2), never anything else; the CLI cases check
 "exit 0-3 with a verdict, or exit 2 with a one-line message; never a traceback, never
-exit 4". The counts are in the README ("Reliability").
+exit 4". The counts are in docs/reliability.md.
 """
 
 from __future__ import annotations

@@ -497,7 +497,7 @@ def test_per_benchmark_decisions_agree_with_nel_gate_where_both_decide():
 
 
 def test_the_committed_example_page_is_what_the_example_policy_gives(tmp_path, monkeypatch):
-    """examples/release/page/ (README's example) rebuilt with the command it came from."""
+    """examples/release/page/ (docs/release.md's example) rebuilt with the command it came from."""
     monkeypatch.chdir(ROOT)
     shipped = ROOT / "examples" / "release" / "page"
     runs = sorted(str(p.relative_to(ROOT)) for p in _gpu_runs()) + [

@@ -1,7 +1,7 @@
 """A kill-and-resume loop over run-store writes: a process records runs over and over and
 is killed with SIGKILL at random moments, 30 times; after every kill each recorded run is
 still readable (index, manifest and items), and a new writer carries on. The count is in
-the README ("Reliability")."""
+docs/reliability.md."""
 
 from __future__ import annotations
 
