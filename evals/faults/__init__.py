@@ -8,7 +8,7 @@ patches nothing unless the arm's environment asks for a fault.
 """
 
 from evals.faults.catalog import (ENV_VAR, FAULTS, SUPPORTED_VLLM, FaultInfo, check_applies,
-                                  check_vllm_version, decode_env, encode_env, fault_fires)
+                                  decode_env, encode_env, fault_fires)
 
 __all__ = ["ENV_VAR", "FAULTS", "SUPPORTED_VLLM", "FaultInfo", "check_applies",
-           "check_vllm_version", "decode_env", "encode_env", "fault_fires"]
+           "decode_env", "encode_env", "fault_fires"]

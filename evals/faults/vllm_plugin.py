@@ -22,7 +22,8 @@ import os
 
 import numpy as np
 
-from evals.faults.catalog import ENV_VAR, decode_env, fault_fires, installed_vllm
+from evals.faults.catalog import ENV_VAR, decode_env, fault_fires
+from evals.runner.vllm_compat import installed_vllm
 
 TALLY_ENV = "EVALS_FAULTS_TALLY"
 PREFIX_FAULTS = ("prefix_hit_overrun", "prefix_key_collision")

