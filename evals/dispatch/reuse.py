@@ -46,9 +46,11 @@ def _copy_task(source: ArmLayout, target: ArmLayout, task: str) -> bool:
     if source.speed_file(task).exists():
         target.speed_dir.mkdir(parents=True, exist_ok=True)
         shutil.copy2(source.speed_file(task), target.speed_file(task))
-    if source.logprobs_file(task).exists():  # `logprobs: k` is part of the key
-        target.logprobs_file(task).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(source.logprobs_file(task), target.logprobs_file(task))
+    for kept in (source.logprobs_file(task), source.repeats_file(task)):
+        if kept.exists():  # `logprobs: k` and `repeats: k` are part of the key
+            copied = target.root / kept.relative_to(source.root)
+            copied.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(kept, copied)
     warm_files = _task_outputs(source.warm_layout(), task)
     for path in warm_files:
         destination = target.warm_layout().lm_eval_dir / path.relative_to(

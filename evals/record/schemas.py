@@ -155,9 +155,11 @@ CHUNK_MARKER = RecordKind("chunk marker", 1, {0: _stamp_only})
 SPEED_RECORD = RecordKind("speed record", 1, {0: _stamp_only})
 LOAD_SWEEP = RecordKind("load sweep", 1)  # always versioned (evals.runner.load_sweep)
 LOGPROBS_HEADER = RecordKind("logprobs file", 1)  # its header line (evals.runner.logprob_capture)
+REPEAT_SCORES = RecordKind("repeat scores", 1)  # every repeat's score (evals.runner.repeat_scores)
 FAULT_TALLY = RecordKind("fault tally", 1, {0: _tally_v0_to_v1})
 DRIFT_CHART = RecordKind("drift chart", 1, {0: _stamp_only})
 
 KINDS = (ARM_SPEC, ARM_MANIFEST, TASK_MARKER, CHUNK_MARKER, SPEED_RECORD, LOGPROBS_HEADER,
+         REPEAT_SCORES,
          FAULT_TALLY, DRIFT_CHART, SUMMARY, PAIRED_ITEMS, STORE_MANIFEST, CANARY, STUDY, RELEASE,
          LOAD_SWEEP)

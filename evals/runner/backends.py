@@ -25,6 +25,8 @@ from evals.runner.effective_config import effective_engine_config
 from evals.runner.engine_call import offline_call, server_call
 from evals.runner.layout import ArmLayout
 from evals.runner.logprob_capture import Capture, generation_params, wrap_generate_until
+from evals.runner.prompt_settings import use_template_text
+from evals.runner.sample_seeds import SampleSeeds
 from evals.runner.vllm_compat import shutdown_engine
 from evals.runner.worker_imports import BACKEND_MODULES
 
@@ -43,6 +45,8 @@ class Backend:
                                                  "finish_reasons": {}})
     capture: Capture | None = None
     """The generations' top-k log-probabilities (offline arms with `logprobs: k`)."""
+    seeds: SampleSeeds | None = None
+    """Offline arms that sample: the per-request seeds (evals.runner.sample_seeds)."""
     server_died: object = None
     """Server arms: `VllmServer.died` (None while `vllm serve` runs, else what ended it)."""
     server_url: str | None = None
@@ -94,13 +98,16 @@ def _constrain(sampling_params, structured: dict) -> None:
 
 def _instrument(llm, backend: Backend, progress_cls, structured: dict | None = None) -> None:
     """Counts tokens and finish reasons, keeps request timings; swaps vLLM's progress bar;
-    applies the arm's structured output; asks for and keeps top-k log-probabilities."""
+    seeds each sampled request; applies the arm's structured output; asks for and keeps
+    top-k log-probabilities."""
     original = llm.generate
     capture = backend.capture
 
     def generate(*args, **kwargs):
         if kwargs.get("use_tqdm"):
             kwargs["use_tqdm"] = progress_cls
+        if backend.seeds is not None:
+            args, kwargs = _with_seeds(backend.seeds, args, kwargs)
         params = kwargs.get("sampling_params", args[1] if len(args) > 1 else None)
         if structured is not None:
             _constrain(params, structured)
@@ -122,6 +129,16 @@ def _instrument(llm, backend: Backend, progress_cls, structured: dict | None = N
         return outputs
 
     llm.generate = generate
+
+
+def _with_seeds(seeds: SampleSeeds, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """`LLM.generate`'s arguments with a per-request seed on each sampled request."""
+    prompts = kwargs["prompts"] if "prompts" in kwargs else args[0]
+    if "sampling_params" in kwargs:
+        kwargs = {**kwargs, "sampling_params": seeds.seed(prompts, kwargs["sampling_params"])}
+    elif len(args) > 1:
+        args = (args[0], seeds.seed(prompts, args[1]), *args[2:])
+    return args, kwargs
 
 
 # vLLM's counters that show an optimization engaged (prefix-cache hits in tokens, drafted
@@ -187,10 +204,12 @@ def open_backend(spec: ArmSpec, layout: ArmLayout, stack: ExitStack, progress_cl
         # process of its own (vLLM's default, always on a GPU) nothing else stops it before
         # Python's exit handlers wait for that process forever
         stack.callback(shutdown_engine, lm.model)
+        use_template_text(lm, spec.sampling)
         backend = Backend(lm=lm, effective_config=effective_engine_config(lm.model),
                           engine_start_seconds=time.time() - started,
                           description="vLLM offline (LLM), lm-eval `vllm` backend",
-                          capture=Capture(spec.logprobs) if spec.logprobs else None)
+                          capture=Capture(spec.logprobs) if spec.logprobs else None,
+                          seeds=SampleSeeds(spec.seed) if spec.sampling else None)
         _instrument(lm.model, backend, progress_cls, spec.structured_output)
         if backend.capture is not None:
             wrap_generate_until(lm, backend.capture)

@@ -36,6 +36,10 @@ class ArmLayout:
         """Per-token top-k log-probabilities of the task's generations (`logprobs: k`)."""
         return self.root / "logprobs" / f"{task}.jsonl"
 
+    def repeats_file(self, task: str) -> Path:
+        """Every repeat's score of the task's generation items (`repeats: k`)."""
+        return self.root / "repeats" / f"{task}.json"
+
     def speed_file(self, task: str) -> Path:
         return self.speed_dir / f"{task}.json"
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import sys
 import time
@@ -38,6 +39,7 @@ from evals.runner.logprob_capture import write_rows
 from evals.runner.process_cleanup import resource_tracker, stop_processes
 from evals.runner.server import ServerFailed
 from evals.runner.task_index import task_manager
+from evals.runner.waves import group_waves, wave_field
 from evals.plan.schedule import chunks, item_order
 
 
@@ -138,6 +140,42 @@ def _run_chunked(spec: ArmSpec, layout: ArmLayout, lm, manager, task: str,
         record["sequential"] = {"decision": answer["decision"],
                                 "items_used": answer["items_used"]}
     return record
+
+
+def _waves(manager, task: str, limit: int | None) -> list[list[int]] | None:
+    """The task's item indices per wave (evals.runner.waves), or None for a plain task."""
+    from lm_eval.tasks import get_task_dict
+
+    task_obj = get_task_dict([task], manager).get(task)
+    field = wave_field(task_obj)
+    if field is None:
+        return None
+    try:
+        return group_waves(list(task_obj.eval_docs), field, limit, task)
+    except ValueError as exc:
+        raise SystemExit(f"{BAD_INPUT_PREFIX}{exc}") from None
+
+
+def _run_waves(spec: ArmSpec, layout: ArmLayout, backend, manager, task: str,
+               waves: list[list[int]]) -> dict:
+    """Each wave's items as one lm-eval call, in order, in this engine; every wave runs
+    again after an interruption (a later wave must find the earlier one's cache), with
+    vLLM's counters per wave (wave 2's prefix-cache hits are the evidence it resumed)."""
+    for stale in samples_files(layout.lm_eval_dir, task).get(task, []):
+        stale.unlink()
+    exercise = []
+    for k, wave in enumerate(waves):
+        before = backend.counters()
+        chunk_dir = layout.chunk_dir(task, k)
+        shutil.rmtree(chunk_dir, ignore_errors=True)  # an interrupted attempt's output
+        _evaluate(spec, backend.lm, manager, task, chunk_dir, wave)
+        _keep_logprobs(backend.capture, layout, task, append=k > 0)
+        layout.mark_chunk_done(chunk_dir, len(wave))
+        exercise.append({"wave": k + 1, "items": len(wave),
+                         "exercise": _counter_delta(before, backend.counters())})
+        say(spec, f"{task}: wave {k + 1} of {len(waves)} ({len(wave)} items) done")
+    merge_chunk_samples(layout, task, len(waves))
+    return {"n_samples": {task: sum(len(w) for w in waves)}, "waves": exercise}
 
 
 WARM_CHUNK = 64
@@ -284,7 +322,10 @@ def _run_task(spec: ArmSpec, layout: ArmLayout, backend, manager, task: str,
     backend.take_timings()  # drop anything from before this task
     if backend.capture is not None:
         backend.capture.clear()
-    if spec.sequential:
+    waves = _waves(manager, task, spec.limit)
+    if waves is not None:
+        record = _run_waves(spec, layout, backend, manager, task, waves)
+    elif spec.sequential:
         record = _run_chunked(spec, layout, backend.lm, manager, task, backend.capture)
     else:
         for stale in samples_files(layout.lm_eval_dir, task).get(task, []):

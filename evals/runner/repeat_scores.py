@@ -1,0 +1,76 @@
+"""Each repeat of a generation item scored on its own (issue 53, `repeats: k`).
+
+lm-eval sends an item's k repeats as k copies of one request and logs all k answers
+(`resps`), but scores the item once, on what its filter makes of them (`take_first`: the
+first answer only; `maj@k`: the majority). The paired analysis needs every repeat's score,
+so after the task ran, each answer r is put through each of the task's own filter
+pipelines alone and scored by the task's own `process_results`, exactly as lm-eval scores a
+single answer. Written to `<arm>/repeats/<task>.json` (REPEAT_SCORES), read by
+evals.pair.repeats.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from numbers import Real
+from pathlib import Path
+
+from evals.record.schemas import REPEAT_SCORES
+
+
+@contextmanager
+def tasks_with_repeats(manager, repeats: int):
+    """While open, every generation task the manager loads asks for `repeats` answers per
+    item (lm-eval's task config `repeats`); yields the loaded task objects, by name."""
+    loaded: dict = {}
+    original = manager.load
+
+    def load(*args, **kwargs):
+        result = original(*args, **kwargs)
+        for name, task in result["tasks"].items():
+            if repeats > 1 and task.get_config("output_type") == "generate_until":
+                task.set_config(key="repeats", value=repeats)
+            loaded[name] = task
+        return result
+
+    manager.load = load
+    try:
+        yield loaded
+    finally:
+        manager.load = original
+
+
+def _numeric(metrics: dict) -> dict[str, float]:
+    return {k: float(v) for k, v in metrics.items() if isinstance(v, Real)}
+
+
+def score_repeats(task) -> dict:
+    """Per item: every repeat's answer and its score under each filter of the task."""
+    by_doc: dict[int, object] = {}
+    for instance in task.instances:
+        by_doc.setdefault(instance.doc_id, instance)  # one request per generation item
+    doc_ids = sorted(by_doc)
+    instances = [by_doc[d] for d in doc_ids]
+    docs = [inst.doc for inst in instances]
+    k = min(len(inst.resps) for inst in instances) if instances else 0
+    items = {d: {"doc_id": d, "responses": list(by_doc[d].resps[:k]), "scores": {}}
+             for d in doc_ids}
+    for ensemble in task._filters:
+        for r in range(k):
+            resps = [[inst.resps[r]] for inst in instances]
+            for make_filter in ensemble.filters:
+                resps = make_filter().apply(resps, docs)
+            for d, doc, filtered in zip(doc_ids, docs, resps):
+                metrics = _numeric(task.process_results(doc, [filtered]))
+                per_filter = items[d]["scores"].setdefault(ensemble.name, {})
+                for name, value in metrics.items():
+                    per_filter.setdefault(name, []).append(value)
+    return {"repeats": k, "filters": [e.name for e in task._filters],
+            "items": [items[d] for d in doc_ids]}
+
+
+def write_repeat_scores(path: Path, task_name: str, task) -> int:
+    """Scores every repeat of the task's items and writes them; returns the repeat count."""
+    record = {"task": task_name, **score_repeats(task)}
+    REPEAT_SCORES.write(path, record)
+    return record["repeats"]

@@ -1,0 +1,33 @@
+"""Tasks whose items arrive in waves: wave 2 only after wave 1 has completed.
+
+A task declares `metadata: {waves: FIELD}`; each item's FIELD names its wave. The runner
+runs each wave's items as one lm-eval call (lm-eval's vLLM backend submits them in one
+`generate`, so all of a wave's requests are in flight at once), in ascending wave order
+in the same engine, so a later wave finds what the earlier one left in the prefix cache.
+This is how vLLM's #43559 regression test sends its cold race and multi-turn waves
+(tasks/recall, scripts/build_recall_tasks.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def wave_field(task_obj) -> str | None:
+    """The document field a task's `metadata.waves` names, or None."""
+    metadata = getattr(getattr(task_obj, "config", None), "metadata", None) or {}
+    field = metadata.get("waves")
+    return str(field) if field else None
+
+
+def group_waves(docs: Sequence[dict], field: str, limit: int | None = None,
+                task: str = "") -> list[list[int]]:
+    """Item indices per wave, waves in ascending order of their value; `limit` keeps the
+    first `limit` items of each wave (so a short run still has every wave)."""
+    groups: dict = {}
+    for index, doc in enumerate(docs):
+        if field not in doc:
+            raise ValueError(f"task `{task}`: item {index} has no field `{field}` "
+                             "(its metadata.waves names it)")
+        groups.setdefault(doc[field], []).append(index)
+    return [groups[value][:limit] if limit else groups[value] for value in sorted(groups)]

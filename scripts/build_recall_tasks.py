@@ -1,0 +1,231 @@
+"""Writes the needle-recall tasks (tasks/recall/): a facility "manual" with vault access codes
+(needles) among filler sentences, asked back after the manual, in the two shapes that reach
+the hybrid prefix-cache mechanisms of vLLM #43559 (the shapes of vLLM's own regression test,
+tests/v1/e2e/test_hybrid_mamba_prefix_cache_correctness.py):
+
+* cold race (`recall_cold_race_b<B>`): wave 1 is 16 identical cold prompts between one and
+  two Mamba blocks of B tokens long (about 1.35 B), all in flight at once, so a small
+  per-step token budget splits their prefills mid-block; wave 2 asks every vault in four
+  phrasings, resuming from the manual the first wave cached.
+* multi-turn (`recall_multiturn_b<B>`): wave 1 is 32 prompts that end just below the
+  second block boundary and ask for a code and then the manual's closing notice (at least
+  `min_tokens` generated, so decode crosses the boundary and the block there is written
+  during decode, under MTP during speculative decode); wave 2 re-sends each wave-1
+  prompt with its reference reply (the code and the notice) and asks another vault.
+
+Every item has a `wave` field; the task's `metadata.waves` names it, and the runner runs
+wave 1's items as one batch, then wave 2's (evals.runner.waves). Lengths are counted in
+tokens of the bundled tokenizer (models/tiny-reviews, shared by models/tiny-hybrid), and
+the task's `metadata.trigger` records them for the geometry check
+(evals.preflight.recall_geometry). Deterministic: the same seed and block sizes write the
+same files byte for byte.
+
+Usage: python scripts/build_recall_tasks.py [--blocks 128 192 256] [--seed 2026]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+TASK_DIR = ROOT / "tasks" / "recall"
+TOKENIZER = ROOT / "models" / "tiny-reviews" / "tokenizer.json"
+COLD_PROMPTS = 16
+MULTI_TURN_PROMPTS = 32
+CODE_DIGITS = 4
+FILLERS = (
+    "Visitors sign the register at the front desk.",
+    "Lights in the east wing switch off at ten.",
+    "Report a broken lock to the night guard.",
+    "The loading dock opens only on weekdays.",
+    "Spare keys stay in the locked steel cabinet.",
+    "Fire doors must never be propped open.",
+    "Each guard walks the north corridor twice a shift.",
+    "Deliveries are checked against the daily list.",
+)
+HEADER = "Facility manual. Remember every vault code.\n"
+FOOTER = "End of manual.\n"
+NOTICE = "Closing notice:"
+
+
+PHRASINGS = ("Q: code of vault-{v:02d}?\nA:", "Q: vault-{v:02d} code?\nA:",
+             "Q: what is the code of vault-{v:02d}?\nA:", "Q: give the vault-{v:02d} code.\nA:")
+
+
+def question(vault: int, phrasing: int = 0) -> str:
+    return PHRASINGS[phrasing].format(v=vault)
+
+
+def notice_question(vault: int) -> str:
+    return f"Q: code of vault-{vault:02d}, then the closing notice?\nA:"
+
+
+class Counter:
+    def __init__(self, path: Path):
+        from tokenizers import Tokenizer
+
+        self._tok = Tokenizer.from_file(str(path))
+
+    def __call__(self, text: str) -> int:
+        return len(self._tok.encode(text).ids)
+
+
+def build_manual(count: Counter, target: int, rng: random.Random) -> tuple[str, list[str]]:
+    """A manual of about `target` tokens: needles spread evenly among filler sentences,
+    grown one filler at a time until the next one would pass `target`."""
+    needles = max(3, target // 45)
+    codes = [f"{rng.randrange(10 ** CODE_DIGITS):0{CODE_DIGITS}d}" for _ in range(needles)]
+
+    def text(fill: int) -> str:
+        parts = [HEADER]
+        for i in range(needles):
+            per = fill // needles + (1 if i < fill % needles else 0)
+            start = sum(fill // needles + (1 if j < fill % needles else 0) for j in range(i))
+            parts += [FILLERS[(start + k) % len(FILLERS)] + "\n" for k in range(per)]
+            parts.append(f"Vault-{i:02d} code is {codes[i]}.\n")
+        return "".join(parts) + FOOTER
+
+    fill = 0
+    while count(text(fill + 1)) <= target:
+        fill += 1
+    return text(fill), codes
+
+
+def closing_notice(count: Counter, min_tokens: int) -> str:
+    """The text wave 1 of the multi-turn task copies: at least `min_tokens` tokens."""
+    parts, k = [NOTICE], 0
+    while count(" ".join(parts)) < min_tokens:
+        parts.append(FILLERS[k % len(FILLERS)])
+        k += 1
+    return " ".join(parts)
+
+
+def cold_race(count: Counter, block: int, seed: int) -> tuple[list[dict], dict]:
+    rng = random.Random(f"{seed}-cold-{block}")
+    longest = max(count(question(v, k)) for v in range(100) for k in range(len(PHRASINGS)))
+    manual, codes = build_manual(count, int(block * 1.35) - longest, rng)
+    probe = len(codes) - 2  # near the end of the manual, where even weak recall holds
+    rows = [{"wave": 1, "vault": probe, "prompt": manual + question(probe),
+             "code": codes[probe]} for _ in range(COLD_PROMPTS)]
+    # every vault in every phrasing: distinct prompts that resume from the cached manual
+    rows += [{"wave": 2, "vault": v, "prompt": manual + question(v, k), "code": code}
+             for k in range(len(PHRASINGS)) for v, code in enumerate(codes)]
+    lengths = [count(r["prompt"]) for r in rows]
+    trigger = {"mechanism": "cold_race", "block_tokens": block,
+               "prompt_tokens": [min(lengths), max(lengths)], "wave1_prompts": COLD_PROMPTS,
+               "needles": len(codes)}
+    return rows, trigger
+
+
+def multi_turn(count: Counter, block: int, seed: int) -> tuple[list[dict], dict]:
+    """Wave-1 prompts end `gap` tokens below 2 B; the reply runs `gap + margin` past it."""
+    rng = random.Random(f"{seed}-multiturn-{block}")
+    gap, margin = max(24, block // 4), max(32, block // 4)
+    longest = max(count(notice_question(v)) for v in range(100))
+    manual, codes = build_manual(count, 2 * block - gap - longest, rng)
+    min_tokens = gap + margin
+    notice = closing_notice(count, min_tokens)
+    rows = []
+    for i in range(MULTI_TURN_PROMPTS):
+        vault = i % len(codes)
+        rows.append({"wave": 1, "vault": vault, "prompt": manual + notice_question(vault),
+                     "code": codes[vault], "conversation_id": f"t{i:02d}"})
+    for i, first in enumerate(rows[:MULTI_TURN_PROMPTS]):
+        vault = (i * 7 + 3) % len(codes)
+        reply = f" {first['code']}. {notice}\n\n"
+        rows.append({"wave": 2, "vault": vault, "prompt": first["prompt"] + reply
+                     + question(vault), "code": codes[vault],
+                     "conversation_id": first["conversation_id"]})
+    wave1 = [count(r["prompt"]) for r in rows if r["wave"] == 1]
+    wave2 = [count(r["prompt"]) for r in rows if r["wave"] == 2]
+    trigger = {"mechanism": "multi_turn", "block_tokens": block,
+               "prompt_tokens": [min(wave1), max(wave1)],
+               "wave2_prompt_tokens": [min(wave2), max(wave2)], "min_tokens": min_tokens,
+               "wave1_prompts": MULTI_TURN_PROMPTS, "needles": len(codes)}
+    return rows, trigger
+
+
+def task_yaml(name: str, data: str, trigger: dict, seed: int) -> dict:
+    gen = {"until": ["\n\n"], "max_gen_toks": trigger.get("min_tokens", 0) + 12,
+           "do_sample": False, "temperature": 0.0}
+    if "min_tokens" in trigger:
+        gen["min_tokens"] = trigger["min_tokens"]  # decode crosses the block boundary
+    return {
+        "tag": ["recall"],
+        "task": name,
+        "custom_dataset": "!function data_loader.recall",
+        "test_split": "test",
+        "output_type": "generate_until",
+        "doc_to_text": "{{prompt}}",
+        "doc_to_target": "{{code}}",
+        "generation_kwargs": gen,
+        # the first code-shaped number in the answer is graded
+        "filter_list": [{"name": "code", "filter": [
+            {"function": "regex", "regex_pattern": rf"(\d{{{CODE_DIGITS}}})",
+             "group_select": 0, "fallback": "[none]"},
+            {"function": "take_first"}]}],
+        "metric_list": [{"metric": "exact_match", "aggregation": "mean",
+                         "higher_is_better": True}],
+        "metadata": {"version": 1.0, "data": data, "seed": seed, "waves": "wave",
+                     "trigger": trigger},
+    }
+
+
+LOADER = '''"""Loads a needle-recall task's items (written by scripts/build_recall_tasks.py).
+
+lm-eval passes the task's `metadata` to `custom_dataset`; `data` names the file.
+"""
+
+from pathlib import Path
+
+import datasets
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def recall(data: str, **_metadata) -> datasets.DatasetDict:
+    return datasets.DatasetDict(
+        {"test": datasets.Dataset.from_json(str(DATA / f"{data}.jsonl"))})
+'''
+
+
+def write(blocks: list[int], seed: int, task_dir: Path = TASK_DIR, *,
+          echo=print) -> list[Path]:
+    count = Counter(TOKENIZER)
+    (task_dir / "data").mkdir(parents=True, exist_ok=True)
+    (task_dir / "data_loader.py").write_text(LOADER, encoding="utf-8")
+    written = []
+    for block in blocks:
+        for shape, build in (("cold_race", cold_race), ("multiturn", multi_turn)):
+            rows, trigger = build(count, block, seed)
+            data = f"{shape}_b{block}"
+            (task_dir / "data" / f"{data}.jsonl").write_text(
+                "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows), encoding="utf-8")
+            name = f"recall_{data}"
+            text = yaml.safe_dump(task_yaml(name, data, trigger, seed), sort_keys=False,
+                                  allow_unicode=True)
+            # lm-eval's constructor tag, which safe_dump would quote as a plain string
+            text = text.replace("'!function data_loader.recall'", "!function data_loader.recall")
+            path = task_dir / f"{name}.yaml"
+            path.write_text(text, encoding="utf-8")
+            written.append(path)
+            echo(f"{name}: {len(rows)} items, {json.dumps(trigger)}")
+    return written
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--blocks", type=int, nargs="+", default=[128, 192, 256],
+                        help="Mamba block sizes in tokens, one task pair each")
+    parser.add_argument("--seed", type=int, default=2026)
+    args = parser.parse_args()
+    write(args.blocks, args.seed)
+
+
+if __name__ == "__main__":
+    main()

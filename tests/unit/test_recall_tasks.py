@@ -1,0 +1,110 @@
+"""The needle-recall tasks (tasks/recall): rebuilt byte for byte from their seed, their
+prompts sized for the trigger geometry they are named after, and their waves grouped as
+the runner sends them (evals.runner.waves)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from evals.runner.waves import group_waves, wave_field
+
+REPO = Path(__file__).resolve().parents[2]
+SHIPPED = REPO / "tasks" / "recall"
+
+
+def _builder():
+    spec = importlib.util.spec_from_file_location(
+        "build_recall_tasks", REPO / "scripts" / "build_recall_tasks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _metadata(path: Path) -> dict:
+    class IgnoreTags(yaml.SafeLoader):
+        pass
+
+    IgnoreTags.add_multi_constructor("!", lambda loader, suffix, node: None)
+    return yaml.load(path.read_text(encoding="utf-8"), Loader=IgnoreTags)["metadata"]
+
+
+def _rows(data: str) -> list[dict]:
+    lines = (SHIPPED / "data" / f"{data}.jsonl").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def test_rebuild_is_byte_identical_to_the_shipped_files(tmp_path):
+    written = _builder().write([128, 192, 256], 2026, tmp_path, echo=lambda _line: None)
+    shipped = sorted(p.relative_to(SHIPPED) for p in SHIPPED.rglob("*") if p.is_file()
+                     and "__pycache__" not in p.parts)
+    rebuilt = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
+    assert rebuilt == shipped
+    for path in rebuilt:
+        assert (tmp_path / path).read_bytes() == (SHIPPED / path).read_bytes(), path
+    assert len(written) == 6
+
+
+def test_another_seed_writes_other_codes(tmp_path):
+    _builder().write([128], 7, tmp_path, echo=lambda _line: None)
+    other = (tmp_path / "data" / "cold_race_b128.jsonl").read_text(encoding="utf-8")
+    assert other != (SHIPPED / "data" / "cold_race_b128.jsonl").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("block", [128, 192, 256])
+def test_cold_race_prompts_lie_between_one_and_two_blocks(block):
+    meta = _metadata(SHIPPED / f"recall_cold_race_b{block}.yaml")
+    trigger = meta["trigger"]
+    assert trigger["block_tokens"] == block and meta["waves"] == "wave"
+    low, high = trigger["prompt_tokens"]
+    assert 1.05 * block < low <= high < 1.95 * block
+    rows = _rows(meta["data"])
+    wave1 = [r["prompt"] for r in rows if r["wave"] == 1]
+    assert len(wave1) == trigger["wave1_prompts"] == 16 and len(set(wave1)) == 1
+    wave2 = [r for r in rows if r["wave"] == 2]
+    # wave 2 resumes from the manual wave 1 cached, every vault asked
+    manual = wave1[0][:wave1[0].rindex("Q:")]
+    assert all(r["prompt"].startswith(manual) for r in wave2)
+    assert {r["vault"] for r in wave2} == set(range(trigger["needles"]))
+    assert all(f"code is {r['code']}." in manual for r in wave2)
+
+
+@pytest.mark.parametrize("block", [128, 192, 256])
+def test_multi_turn_wave_one_ends_below_the_second_boundary_and_decode_crosses_it(block):
+    meta = _metadata(SHIPPED / f"recall_multiturn_b{block}.yaml")
+    trigger = meta["trigger"]
+    low, high = trigger["prompt_tokens"]
+    assert block < low <= high < 2 * block
+    assert high + trigger["min_tokens"] > 2 * block
+    rows = _rows(meta["data"])
+    first = {r["conversation_id"]: r for r in rows if r["wave"] == 1}
+    second = [r for r in rows if r["wave"] == 2]
+    assert len(first) == len(second) == 32
+    # wave 2 re-sends its conversation's wave-1 prompt and reply, then asks another vault
+    for row in second:
+        head = first[row["conversation_id"]]
+        assert row["prompt"].startswith(head["prompt"] + f" {head['code']}. Closing notice:")
+
+
+def test_waves_group_items_in_ascending_wave_order_and_limit_applies_per_wave():
+    docs = [{"wave": 2}, {"wave": 1}, {"wave": 2}, {"wave": 1}, {"wave": 1}]
+    assert group_waves(docs, "wave") == [[1, 3, 4], [0, 2]]
+    assert group_waves(docs, "wave", limit=1) == [[1], [0]]
+    with pytest.raises(ValueError, match="item 0 has no field `turn`"):
+        group_waves(docs, "turn", task="t")
+
+
+def test_the_wave_field_comes_from_the_task_metadata():
+    class Config:
+        metadata = {"waves": "wave", "version": 1.0}
+
+    class Task:
+        config = Config()
+
+    assert wave_field(Task()) == "wave"
+    Config.metadata = {"version": 1.0}
+    assert wave_field(Task()) is None
