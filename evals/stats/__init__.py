@@ -20,8 +20,10 @@ is delta < 0. Modules:
 * :mod:`.repeats` - per-item pass rates over k sampled repeats and their paired test
   (sign-flip permutation or cluster-robust t); :mod:`.repeats_power` plans items x repeats
 * :mod:`.answer_distribution` - did the answer distribution per item change under sampling
+* :mod:`.aa_resampling` - both tests' false alarms on A/As resampled from recorded samples
 """
 
+from .aa_resampling import AaResamplingResult, aa_resampled_false_alarms
 from .answer_distribution import (
     DistributionTestResult,
     ItemAnswerShift,
@@ -89,6 +91,8 @@ from .validation import (
 )
 
 __all__ = [
+    "AaResamplingResult",
+    "aa_resampled_false_alarms",
     "DistributionTestResult",
     "ItemAnswerShift",
     "RateTestResult",
