@@ -89,14 +89,15 @@ case "$step" in
     ;;
   shift)
     # bash run.sh shift LIMIT CONFIG[:SEED] ...: each config (with its seed) at LIMIT items a
-    # task, its own run store (no arm reused across runs: each A/A's replicates are fresh),
-    # then each task's shift test (mean KL excess, its interval, delta, Holm p)
+    # task, with `logprobs: 5` and `noise_floor: true` added, its own run store (no arm reused
+    # across runs: each A/A's replicates are fresh), then each task's shift test (mean KL
+    # excess, its interval, delta, Holm p)
     limit=$1; shift
     for spec in "$@"; do
       config=${spec%%:*}; seed=${spec#"$config"}; seed=${seed#:}
       name=$(basename "$config" .yaml)${seed:+-s$seed}
       derived="$(dirname "$config")/.$name-l$limit.yaml"
-      printf 'extends: %s\nlimit: %s\n' "$(basename "$config")" "$limit" > "$derived"
+      printf 'extends: %s\nlimit: %s\nlogprobs: 5\nnoise_floor: true\n' "$(basename "$config")" "$limit" > "$derived"
       [ -n "$seed" ] && printf 'seed: %s\nname: gpu-%s\n' "$seed" "$name" >> "$derived"
       t0=$(date +%s)
       timeout "$STEP_TIMEOUT" python3 -m evals ab "$derived" --reports "$STATE/reports" \
