@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from evals.analyse.task_analysis import TaskAnalysis, analyse_task, noise_floor, task_rng
+from evals.stats.intervals import interval_level
 from evals.analyse.cache_stress import WARM_SUFFIX, WarmColdCheck, describe, warm_vs_cold
 from evals.analyse.early_stop import first_items, sequential_for_task
 from evals.analyse.shift import ShiftAnalysis, analyse_shift
@@ -88,7 +89,7 @@ def pair_and_analyse(run_dir: Path, tasks: list[TaskSpec], gate: GateConfig, see
             candidate=logprobs.get("candidate", {}).get(spec.name),
             rerun=logprobs.get(RERUN, {}).get(spec.name), rerun_paired=rerun,
             seed_rng=task_rng(seed, spec.name + ":shift"), margin=gate.shift_margin,
-            confidence_level=1 - 2 * gate.alpha)
+            confidence_level=interval_level(gate.alpha))
         if isinstance(shift, str):
             shift_notes[spec.name] = shift
         else:

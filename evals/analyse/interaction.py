@@ -19,6 +19,7 @@ import numpy as np
 
 from evals import stats
 from evals.pair.pairing import PairedTask
+from evals.stats.intervals import interval_level
 from evals.plan.study import Cell, Study
 
 
@@ -82,13 +83,13 @@ def task_interaction(cell: Cell, pairs: dict[str, PairedTask], *, alpha: float,
         return TaskInteraction(task, first, second, arms, len(docs), accuracy, None, None, None,
                                None, 0, 0, False, f"No interaction test on {task}: {why}.")
     result = stats.interaction_test(y["neither"], y["first_only"], y["second_only"], y["both"],
-                                    alternative="less", confidence_level=1 - 2 * alpha)
+                                    alternative="less", confidence_level=interval_level(alpha))
     ci = result.confidence_interval()
     significant = result.pvalue < alpha
     deltas = {role: accuracy[role] - accuracy["neither"] for role in ROLES[1:]}
     parts = (f"{first} alone {_points(deltas['first_only'])}, {second} alone "
              f"{_points(deltas['second_only'])}, both {_points(deltas['both'])}")
-    shown = (f"interaction {_points(result.statistic)} ({1 - 2 * alpha:.0%} interval "
+    shown = (f"interaction {_points(result.statistic)} ({interval_level(alpha):.0%} interval "
              f"{_points(ci.low)} to {_points(ci.high)}, exact sign-flip p={result.pvalue:.3g})")
     singles_fine = all(verdicts.get(arms[r]) != "REGRESSION" for r in ("first_only", "second_only"))
     if significant and verdicts.get(arms["both"]) == "REGRESSION" and singles_fine:

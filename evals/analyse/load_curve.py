@@ -19,6 +19,7 @@ from evals.record.schemas import LOAD_SWEEP
 from evals.runner.load_sweep import sweep_path
 from evals.stats.load_curve import (Crossover, LevelSpeedup, LevelSummary, SloResult, crossover,
                                     level_speedup, level_summary, slo_safe_concurrency)
+from evals.stats.intervals import DEFAULT_CONFIDENCE_LEVEL, interval_level
 
 ARMS = ("baseline", "candidate")
 
@@ -106,7 +107,7 @@ def _p95s(arm: ArmLoad, attr: str) -> tuple[list[float], list[float]]:
 def analyse_load_curve(sweeps: dict[str, dict | None], *, levels: list[int],
                        requests_per_level: int, slo_ttft_p95_ms: float | None,
                        slo_tpot_p95_ms: float | None, rng: np.random.Generator,
-                       confidence: float = 0.95, n_resamples: int = 2000) -> LoadCurve:
+                       confidence: float = DEFAULT_CONFIDENCE_LEVEL, n_resamples: int = 2000) -> LoadCurve:
     """Both arms' sweeps (evals.runner.load_sweep records) as a load curve."""
     notes: list[str] = []
     arms: dict[str, ArmLoad] = {}
@@ -187,4 +188,4 @@ def load_curve_of(config, arm_roots: dict[str, Path]) -> LoadCurve | None:
         requests_per_level=speed.requests_per_level,
         slo_ttft_p95_ms=slo.ttft_p95_ms if slo else None,
         slo_tpot_p95_ms=slo.tpot_p95_ms if slo else None,
-        rng=task_rng(config.seed, "load curve"), confidence=1 - 2 * config.gate.alpha)
+        rng=task_rng(config.seed, "load curve"), confidence=interval_level(config.gate.alpha))

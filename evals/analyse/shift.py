@@ -21,6 +21,7 @@ from evals.stats.divergence import (NEAR_TIE_NATS, DivergenceSummary, ItemDiverg
                                     ShiftTestResult, choice_divergence, flip_rates_by_margin,
                                     generation_divergence, shift_test, summarize)
 from evals.stats.multiple import holm
+from evals.stats.intervals import DEFAULT_CONFIDENCE_LEVEL
 
 FLIP_PRONE_SHOWN = 12
 
@@ -99,7 +100,7 @@ def check_top_k(task: str, logprobs: dict[str, TaskLogprobs | None]) -> None:
 def analyse_shift(p: PairedTask, *, baseline: TaskLogprobs | None = None,
                   candidate: TaskLogprobs | None = None, rerun: TaskLogprobs | None = None,
                   rerun_paired: PairedTask | None = None, seed_rng: np.random.Generator,
-                  margin: float, confidence_level: float = 0.90) -> ShiftAnalysis | str:
+                  margin: float, confidence_level: float = DEFAULT_CONFIDENCE_LEVEL) -> ShiftAnalysis | str:
     """The task's shift analysis, or a sentence saying why there is none."""
     check_top_k(p.task, {"baseline": baseline, "candidate": candidate, "rerun": rerun})
     kind, top_k = "generation", None

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from evals.stats.intervals import DEFAULT_CONFIDENCE_LEVEL
+
 
 @dataclass(frozen=True, slots=True)
 class ArmSpeed:
@@ -100,7 +102,7 @@ def _ratio_of_means(b, c, axis=-1):
 
 def compare_speed(baseline: dict[str, dict], candidate: dict[str, dict], *,
                   spec_decode: dict[str, dict | None], rng: np.random.Generator,
-                  confidence: float = 0.95, n_resamples: int = 2000,
+                  confidence: float = DEFAULT_CONFIDENCE_LEVEL, n_resamples: int = 2000,
                   min_speedup: float | None = None) -> SpeedComparison | None:
     """`baseline`/`candidate`: {task: speed record}. None when no task was timed in both."""
     tasks = tuple(sorted(set(baseline) & set(candidate)))

@@ -17,6 +17,7 @@ from scipy import stats as sps
 
 from evals import stats
 from evals.pair.pairing import PairedTask
+from evals.stats.intervals import interval_level
 from evals.analyse.early_stop import SequentialSummary
 from evals.plan.schedule import final_alpha
 
@@ -188,7 +189,7 @@ def _clustered(paired: PairedTask, base: dict, clusters, alpha: float,
     counts = stats.flip_counts(paired.baseline, paired.candidate)
     test = stats.clustered_paired_test(paired.candidate - paired.baseline, clusters, margin,
                                        alpha)
-    ci = test.confidence_interval(1 - 2 * alpha)
+    ci = test.confidence_interval(interval_level(alpha))
     mde, mde_note = None, None
     if test.standard_error > 0:
         mde = float((sps.norm.isf(alpha) + sps.norm.isf(1 - POWER_FOR_MDE))
@@ -199,7 +200,7 @@ def _clustered(paired: PairedTask, base: dict, clusters, alpha: float,
             f"{test.design_effect:.2f})")
     return TaskAnalysis(
         **base, binary=True, ci_low=ci.low, ci_high=ci.high,
-        ci_method=f"cluster-robust t interval ({1 - 2 * alpha:.0%}, {test.n_clusters} clusters)",
+        ci_method=f"cluster-robust t interval ({interval_level(alpha):.0%}, {test.n_clusters} clusters)",
         regression_pvalue=test.pvalue_regression, regression_test=name,
         noninferiority_pvalue=test.pvalue_noninferiority,
         noninferiority_test=f"cluster-robust t-test at margin {margin:g}",
@@ -219,7 +220,7 @@ def analyse_task(paired: PairedTask, *, gated: bool, alpha: float, margin: float
         # MDE are at the rest (evals.decide.verdict scales the p-values to compare with alpha)
         alpha = final_alpha(alpha)
     boot = stats.paired_bootstrap(paired.baseline, paired.candidate, rng=task_rng(seed, paired.task),
-                                  n_resamples=n_resamples, confidence_level=1 - 2 * alpha)
+                                  n_resamples=n_resamples, confidence_level=interval_level(alpha))
     base = dict(task=paired.task, metric=paired.metric, filter=paired.filter, gated=gated,
                 n=paired.n, baseline_mean=float(paired.baseline.mean()),
                 candidate_mean=float(paired.candidate.mean()),
@@ -234,11 +235,11 @@ def analyse_task(paired: PairedTask, *, gated: bool, alpha: float, margin: float
         counts = stats.flip_counts(paired.baseline, paired.candidate)
         mcnemar = stats.mcnemar_exact_from_counts(counts, alternative="less")
         tango = stats.tango_noninferiority_from_counts(counts, margin, alpha)
-        ci = tango.confidence_interval(1 - 2 * alpha)
+        ci = tango.confidence_interval(interval_level(alpha))
         mde, mde_note = _mde(paired.n, float(counts.flip_rate), alpha, margin)
         return TaskAnalysis(
             **base, binary=True, ci_low=ci.low, ci_high=ci.high,
-            ci_method=f"Tango score interval ({1 - 2 * alpha:.0%})",
+            ci_method=f"Tango score interval ({interval_level(alpha):.0%})",
             regression_pvalue=float(mcnemar.pvalue), regression_test="exact McNemar, one-sided",
             noninferiority_pvalue=float(tango.pvalue),
             noninferiority_test=f"Tango score test at margin {margin:g}",
@@ -259,7 +260,7 @@ def analyse_task(paired: PairedTask, *, gated: bool, alpha: float, margin: float
         if sd > 0 else None
     return TaskAnalysis(
         **base, binary=False, ci_low=boot.low, ci_high=boot.high,
-        ci_method=f"paired percentile bootstrap ({1 - 2 * alpha:.0%}, {n_resamples} resamples)",
+        ci_method=f"paired percentile bootstrap ({interval_level(alpha):.0%}, {n_resamples} resamples)",
         regression_pvalue=p_reg, regression_test="paired t-test, one-sided",
         noninferiority_pvalue=p_ni, noninferiority_test=f"one-sample t-test against -{margin:g}",
         correct_to_wrong=int(np.sum(diff < 0)), wrong_to_correct=int(np.sum(diff > 0)),

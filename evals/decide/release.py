@@ -35,6 +35,7 @@ from enum import Enum
 
 from evals import stats
 from evals.errors import ExitCode
+from evals.stats.intervals import interval_level
 from evals.plan.release_policy import Benchmark, Evidence, ReleasePolicy
 
 
@@ -231,11 +232,11 @@ def _test(result: TaskResult, margin: float, alpha: float, run_alpha: float) -> 
                                   correct_to_wrong=result.correct_to_wrong,
                                   wrong_to_correct=result.wrong_to_correct)
         tango = stats.tango_noninferiority_from_counts(counts, margin, alpha)
-        interval = tango.confidence_interval(1 - 2 * alpha)
+        interval = tango.confidence_interval(interval_level(alpha))
         return _Tested(stats.mcnemar_exact_from_counts(counts).pvalue,
                        "exact McNemar, one-sided", tango.pvalue,
                        f"Tango score test at margin {margin:.4g}", interval.low, interval.high,
-                       f"Tango score interval ({1 - 2 * alpha:.0%})", None)
+                       f"Tango score interval ({interval_level(alpha):.0%})", None)
     same_level = abs(run_alpha - alpha) < 1e-12
     above = None if result.ci_low is None or not same_level else result.ci_low > -margin
     return _Tested(result.regression_pvalue, result.regression_test, None, None,

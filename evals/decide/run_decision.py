@@ -7,6 +7,7 @@ from __future__ import annotations
 from functools import partial
 
 from evals.analyse.task_analysis import TaskAnalysis, task_rng
+from evals.stats.intervals import interval_level
 from evals.analyse.exercise import ExerciseReport
 from evals.analyse.load_curve import LoadCurve
 from evals.analyse.speed import compare_speed
@@ -32,7 +33,7 @@ def decide_run(analyses: list[TaskAnalysis], gate: GateConfig, seed: int,
         speedup = compare_speed(
             speed.get("baseline", {}), speed.get("candidate", {}),
             spec_decode={a: manifests.get(a, {}).get("spec_decode") for a in ARMS},
-            rng=task_rng(seed, "speed"), confidence=1 - 2 * gate.alpha,
+            rng=task_rng(seed, "speed"), confidence=interval_level(gate.alpha),
             min_speedup=gate.min_speedup)
         extras["speed"] = speedup
         gates.append(Gate("speed", partial(apply_speed_gate, speed=speedup)))

@@ -23,7 +23,7 @@ import numpy as np
 
 from .answer_distribution import answer_distribution_test
 from .repeats import paired_rate_test
-from .validation import as_outcomes, check_alpha, check_positive_int
+from .validation import as_outcomes, as_rng, check_alpha, check_positive_int
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -94,7 +94,7 @@ def aa_resampled_false_alarms(pool_outcomes: Any, pool_answers: Any, *, repeats:
         raise ValueError(
             f"an A/A of {k} repeats per arm needs 2 x {k} = {2 * k} distinct samples per item "
             f"but the pool has {m}; record more seeds or lower repeats.")
-    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    rng = as_rng(seed)
     rows = np.arange(n)[:, None]
     rate_p, distribution_p = np.empty(n_aas), np.empty(n_aas)
     for index in range(n_aas):

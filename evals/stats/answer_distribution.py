@@ -36,7 +36,7 @@ from typing import Any, Hashable
 
 import numpy as np
 
-from .validation import check_alpha, check_positive_int
+from .validation import as_rng, check_alpha, check_positive_int
 
 PAIRINGS = ("repeat", "pooled")
 TOP_ITEMS = 5
@@ -173,7 +173,7 @@ def answer_distribution_test(baseline_answers: Any, candidate_answers: Any, *,
     if pairing not in PAIRINGS:
         raise ValueError(f"pairing must be one of {', '.join(map(repr, PAIRINGS))}; "
                          f"got {pairing!r}.")
-    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    rng = as_rng(seed)
     codes, labels = _codes(baseline_answers, candidate_answers)
     n, k = codes.shape[0], codes.shape[1] // 2
     n_labels = 2 * k

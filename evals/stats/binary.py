@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from .intervals import ConfidenceInterval
+from .intervals import ConfidenceInterval, DEFAULT_CONFIDENCE_LEVEL
 from .validation import as_paired_binary, check_alternative, check_confidence_level
 
 # The McNemar test is stated in terms of the correct->wrong count; `alternative`
@@ -102,7 +102,7 @@ class McNemarResult:
     degenerate: str | None = None
     """Why the test carries no information (e.g. no discordant pairs), else None."""
 
-    def confidence_interval(self, confidence_level: float = 0.95) -> ConfidenceInterval:
+    def confidence_interval(self, confidence_level: float = DEFAULT_CONFIDENCE_LEVEL) -> ConfidenceInterval:
         """Clopper-Pearson interval for P(correct -> wrong | item changed).
 
         A value of 0.5 means flips are balanced; above 0.5 means the candidate loses more

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from .intervals import ConfidenceInterval
+from .intervals import ConfidenceInterval, DEFAULT_CONFIDENCE_LEVEL
 from .validation import (
     as_labels,
     as_paired_arrays,
@@ -120,7 +120,7 @@ def paired_bootstrap(
     *,
     rng: np.random.Generator,
     n_resamples: int = 10_000,
-    confidence_level: float = 0.95,
+    confidence_level: float = DEFAULT_CONFIDENCE_LEVEL,
     clusters: Any = None,
 ) -> BootstrapResult:
     """Percentile bootstrap interval for mean(candidate) - mean(baseline).

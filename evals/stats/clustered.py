@@ -17,7 +17,7 @@ from typing import Any
 
 from scipy import stats
 
-from .intervals import ConfidenceInterval
+from .intervals import ConfidenceInterval, DEFAULT_CONFIDENCE_LEVEL
 from .standard_error import clustered_standard_error
 from .validation import check_alpha, check_margin
 
@@ -36,7 +36,7 @@ class ClusteredPairedResult:
     """One-sided: the mean difference is above -margin."""
     margin: float
 
-    def confidence_interval(self, confidence_level: float = 0.9) -> ConfidenceInterval:
+    def confidence_interval(self, confidence_level: float = DEFAULT_CONFIDENCE_LEVEL) -> ConfidenceInterval:
         half = 0.0
         if self.standard_error > 0:
             half = float(stats.t.ppf(0.5 + confidence_level / 2, self.n_clusters - 1)) * \

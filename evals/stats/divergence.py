@@ -59,7 +59,7 @@ import numpy as np
 from scipy import stats
 
 from .bootstrap import paired_bootstrap
-from .intervals import ConfidenceInterval
+from .intervals import ConfidenceInterval, DEFAULT_CONFIDENCE_LEVEL
 
 NEAR_TIE_NATS = 2.0 ** -7
 """Margins (top-1 minus top-2 log-probability, nats) at or under this are near ties."""
@@ -246,7 +246,7 @@ class ShiftTestResult:
 
 
 def shift_test(kl_candidate: Sequence[float], kl_rerun: Sequence[float], *,
-               rng: np.random.Generator, margin: float, confidence_level: float = 0.90,
+               rng: np.random.Generator, margin: float, confidence_level: float = DEFAULT_CONFIDENCE_LEVEL,
                n_resamples: int = 2000) -> ShiftTestResult:
     """Is the mean of KL(b || candidate) - KL(b || rerun) over the items beyond `margin`
     nats? (one-sided t-test of H0: mean <= margin)."""

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from .intervals import ConfidenceInterval
+from .intervals import ConfidenceInterval, DEFAULT_CONFIDENCE_LEVEL
 from .validation import as_binary, check_alternative, check_confidence_level
 
 NO_CONTRAST = ("no item has a non-zero interaction contrast: the two optimizations' effects "
@@ -77,7 +77,7 @@ def _null_pmf(n_one: int, n_two: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def interaction_test(y00: Any, y10: Any, y01: Any, y11: Any, *, alternative: str = "less",
-                     confidence_level: float = 0.95) -> InteractionResult:
+                     confidence_level: float = DEFAULT_CONFIDENCE_LEVEL) -> InteractionResult:
     """Exact sign-flip test of the mean item-level interaction contrast (module docstring).
 
     ``alternative='less'``: the combination is worse than its parts add up to.

@@ -33,6 +33,7 @@ from typing import Literal
 import numpy as np
 
 from .validation import check_confidence_level, check_generator, check_positive_int
+from .intervals import DEFAULT_CONFIDENCE_LEVEL
 
 QUANTILES = (0.5, 0.95, 0.99)
 
@@ -125,7 +126,7 @@ def _check_array(values, name: str) -> np.ndarray:
     return array
 
 
-def latency_summary(values, rng: np.random.Generator, *, confidence_level: float = 0.95,
+def latency_summary(values, rng: np.random.Generator, *, confidence_level: float = DEFAULT_CONFIDENCE_LEVEL,
                     n_resamples: int = 2000) -> LatencySummary | None:
     """p50/p95/p99 of `values` with percentile-bootstrap intervals (resampling values);
     None for no values."""
@@ -155,7 +156,7 @@ def request_tpot(first, end, tokens) -> np.ndarray:
 
 
 def level_summary(concurrency: int, start, first, end, tokens, chunk_gaps, rng:
-                  np.random.Generator, *, confidence_level: float = 0.95,
+                  np.random.Generator, *, confidence_level: float = DEFAULT_CONFIDENCE_LEVEL,
                   n_resamples: int = 2000) -> LevelSummary:
     """One level's figures from its finished requests: per request its start, first-token
     and end times (seconds, one clock) and output tokens, and the gaps between its
@@ -187,7 +188,8 @@ def _token_rate(e2e: np.ndarray, tokens: np.ndarray, axis=-1):
 
 def level_speedup(concurrency: int, baseline_e2e, baseline_tokens, candidate_e2e,
                   candidate_tokens, rng: np.random.Generator, *,
-                  confidence_level: float = 0.95, n_resamples: int = 2000) -> LevelSpeedup:
+                  confidence_level: float = DEFAULT_CONFIDENCE_LEVEL,
+                  n_resamples: int = 2000) -> LevelSpeedup:
     """Candidate over baseline: (sum tokens / sum end-to-end) per arm, with a percentile
     bootstrap interval over requests resampled independently in each arm."""
     check_generator(rng)

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from .intervals import ConfidenceInterval
+from .intervals import ConfidenceInterval, interval_level
 from .repeats_power import (
     RepeatsPlan,
     VarianceComponents,
@@ -167,7 +167,7 @@ def paired_rate_test(baseline: Any, candidate: Any, *, margin: float, alpha: flo
     se = float(d.std(ddof=1)) / math.sqrt(n)
     mde = float((stats.t.isf(alpha, n - 1) + stats.t.isf(1 - POWER_FOR_MDE, n - 1)) * se)
     degenerate = ALL_DIFFERENCES_ZERO if not d.any() else None
-    common = dict(delta=delta, standard_error=se, confidence_level=1 - 2 * alpha, mde=mde,
+    common = dict(delta=delta, standard_error=se, confidence_level=interval_level(alpha), mde=mde,
                   margin=margin, alpha=alpha, n_items=int(n), repeats=k, missing=missing,
                   method=method, degenerate=degenerate)
     if method == "t":

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from .intervals import ConfidenceInterval
+from .intervals import ConfidenceInterval, DEFAULT_CONFIDENCE_LEVEL
 from .validation import as_labels, as_score_array, check_confidence_level
 
 
@@ -48,7 +48,7 @@ class ClusteredStandardError:
             return 1.0
         return (self.standard_error / self.iid_standard_error) ** 2
 
-    def confidence_interval(self, confidence_level: float = 0.95) -> ConfidenceInterval:
+    def confidence_interval(self, confidence_level: float = DEFAULT_CONFIDENCE_LEVEL) -> ConfidenceInterval:
         """Normal-approximation interval mean +- z * SE, as recommended by Miller (2024)."""
         level = check_confidence_level(confidence_level)
         half = float(stats.norm.ppf(0.5 + level / 2.0)) * self.standard_error

@@ -26,7 +26,7 @@ from typing import Any
 from scipy import optimize, stats
 
 from .binary import FlipCounts, flip_counts
-from .intervals import ConfidenceInterval
+from .intervals import ConfidenceInterval, DEFAULT_CONFIDENCE_LEVEL
 from .validation import check_alpha, check_confidence_level, check_margin
 
 # Interval ends are searched on [-1 + _EDGE, 1 - _EDGE]; the score statistic is
@@ -54,7 +54,7 @@ def tango_score_statistic(n12: int, n21: int, n: int, delta0: float) -> float:
 
 
 def tango_score_interval(
-    wrong_to_correct: int, correct_to_wrong: int, n: int, confidence_level: float = 0.95
+    wrong_to_correct: int, correct_to_wrong: int, n: int, confidence_level: float = DEFAULT_CONFIDENCE_LEVEL
 ) -> ConfidenceInterval:
     """Tango (1998) score interval for accuracy(candidate) - accuracy(baseline).
 
@@ -111,7 +111,7 @@ class TangoResult:
     wrong_to_correct: int
     correct_to_wrong: int
 
-    def confidence_interval(self, confidence_level: float = 0.95) -> ConfidenceInterval:
+    def confidence_interval(self, confidence_level: float = DEFAULT_CONFIDENCE_LEVEL) -> ConfidenceInterval:
         """Two-sided Tango score interval for the accuracy difference.
 
         ``pvalue < alpha`` exactly when the lower limit at level ``1 - 2 * alpha``

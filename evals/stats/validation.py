@@ -237,3 +237,15 @@ def as_outcomes(values: Any, name: str, *, allow_missing: bool = False) -> np.nd
             "at least one outcome (drop the item upstream, in both arms)."
         )
     return array
+
+
+def as_rng(seed: Any) -> np.random.Generator:
+    """Return ``seed`` if it is a :class:`numpy.random.Generator`, else a generator seeded
+    with it (an integer >= 0)."""
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(
+            f"seed must be an integer >= 0 or a numpy.random.Generator; got {seed!r}."
+        )
+    return np.random.default_rng(int(seed))

@@ -166,6 +166,7 @@ def test_top_items_name_the_changed_item():
     (([], []), {}, "empty"),
     (([["A"]], [["A"]]), {"pairing": "shuffle"}, "pairing must be one of"),
     (([["A"]], [["A"]]), {"alpha": 1.5}, "alpha must be"),
+    (([["A"]], [["A"]]), {"seed": 1.5}, "seed must be an integer"),
 ])
 def test_bad_input_is_one_clear_value_error(args, kwargs, message):
     with pytest.raises(ValueError, match=message):

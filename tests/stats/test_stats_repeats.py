@@ -138,6 +138,8 @@ def test_missing_samples_and_identical_arms():
     (dict(baseline=np.vstack([np.ones((4, 4)), np.full((1, 4), np.nan)])),
      "no sample at all for item 4"),
     (dict(method="bootstrap"), "method must be one of"),
+    (dict(alpha=0.6), "alpha must be below 0.5"),
+    (dict(seed=-1), "seed must be an integer >= 0 or a numpy.random.Generator"),
     (dict(baseline=np.ones((1, 4)), candidate=np.ones((1, 4))), "at least two items"),
 ])
 def test_bad_input_is_one_clear_value_error(kwargs, message):
