@@ -21,7 +21,7 @@ from evals.pair.samples import ArmSamples
 from evals.paths import ARMS
 from evals.plan.config import GateConfig, TaskSpec
 from evals.plan.schedule import item_order
-from evals.dispatch.arms import RERUN, same_engine_run
+from evals.dispatch.arm_origins import RERUN, same_engine_run
 from evals.errors import UserError
 
 WARM = "_warm"  # samples[<arm>_warm]: a cache-stress arm's warm pass

@@ -20,14 +20,13 @@ from evals.plan.study import Study
 from evals.errors import UserError
 from evals.paths import ARMS
 from evals.record.schemas import SPEED_RECORD
+from evals.dispatch.arm_origins import RERUN
 from evals.dispatch.reuse import reuse_finished_tasks
 from evals.runner.asks import Answerer
 from evals.runner.launch import arm_is_complete, run_arms_in_turn
 from evals.runner.layout import ArmLayout
 from evals.runner.task_fingerprint import task_inputs
 from evals.plan.schedule import sequential_alpha
-
-RERUN = "baseline_rerun"  # the baseline's second run, for the A/A noise floor
 
 
 def run_id_for(config: ABConfig) -> str:
@@ -210,20 +209,6 @@ def manifests_of(layouts: dict[str, ArmLayout], specs: dict[str, ArmSpec]) -> di
                            "ran_in": record.get("ran_in") or str(layout.root)}
         manifests[name]["tasks"] = tasks
     return manifests
-
-
-def same_engine_run(manifests: dict[str, dict], task: str, arms: tuple[str, ...]) -> str | None:
-    """Where two of `arms` got `task`'s results from one engine run (reused from one
-    stored arm), or None."""
-    origins: dict[str, str] = {}
-    for arm in arms:
-        record = (manifests.get(arm) or {}).get("tasks", {}).get(task) or {}
-        origin = record.get("ran_in")
-        if origin and origin in origins:
-            return f"{origins[origin]} and {arm} are both {origin}"
-        if origin:
-            origins[origin] = arm
-    return None
 
 
 def run_arms_on_ray(config: ABConfig, specs: dict[str, ArmSpec], echo,

@@ -27,7 +27,6 @@ from urllib.parse import urlparse
 import numpy as np
 
 from evals.record.schemas import LOAD_SWEEP
-from evals.runner.server import LOOPBACK
 
 SWEEP_FILE = "load_sweep.json"
 """The raw sweep, in the arm's folder."""
@@ -92,6 +91,9 @@ class Sweep:
     def __init__(self, base_url: str, model_name: str, prompts: list, *, output_tokens: int,
                  requests_per_level: int, request_timeout_s: float, level_timeout_s: float,
                  server_died=None):
+        from evals.runner.server import LOOPBACK  # here: a reader of finished sweeps
+        # (the analysis) must not import the server's client (requests, psutil)
+
         host = urlparse(base_url).hostname
         if host != LOOPBACK:
             raise ValueError(f"the load sweep runs against a loopback server only, not {host}")

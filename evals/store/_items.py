@@ -13,6 +13,8 @@ The schema version and the run's generation token are in the Parquet key-value m
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -45,25 +47,37 @@ def _text(value) -> str | None:
 
 def items_table(rows: list[dict], summary: RunRecord, *, run_id: str,
                 generation: str) -> pa.Table:
-    """The Parquet table of a run's paired items (rows as read from paired_items.jsonl)."""
+    """The Parquet table of a run's paired items (rows as read from paired_items.jsonl).
+
+    Built by Arrow's JSON reader from one JSON line per item under the fixed schema, not by
+    `pa.array`/`pa.table`: those ask pyarrow's pandas shim whether the lists are pandas
+    objects, which imports pandas (0.3-1 s of every `compare` and `ab`). Python writes each
+    float as its shortest round-trip repr and Arrow parses it correctly rounded, so the
+    values are the same bits."""
+    import pyarrow.json as pa_json
+
     filters = {t.task: t.filter for t in summary.tasks}
-    baseline = [float(r["baseline"]) for r in rows]
-    candidate = [float(r["candidate"]) for r in rows]
-    columns = {
-        "task": [str(r["task"]) for r in rows],
-        "filter": [_text(filters.get(str(r["task"]))) for r in rows],
-        "doc_id": [int(r["doc_id"]) for r in rows],
-        "metric": [str(r.get("metric", "")) for r in rows],
-        "baseline": baseline,
-        "candidate": candidate,
-        "change": [(c > b) - (c < b) for b, c in zip(baseline, candidate)],
-        "target": [_text(r.get("target")) for r in rows],
-        "baseline_prediction": [_text(r.get("baseline_prediction")) for r in rows],
-        "candidate_prediction": [_text(r.get("candidate_prediction")) for r in rows],
-    }
+    lines = []
+    for r in rows:
+        baseline, candidate = float(r["baseline"]), float(r["candidate"])
+        lines.append(json.dumps({
+            "task": str(r["task"]), "filter": _text(filters.get(str(r["task"]))),
+            "doc_id": int(r["doc_id"]), "metric": str(r.get("metric", "")),
+            "baseline": baseline, "candidate": candidate,
+            "change": (candidate > baseline) - (candidate < baseline),
+            "target": _text(r.get("target")),
+            "baseline_prediction": _text(r.get("baseline_prediction")),
+            "candidate_prediction": _text(r.get("candidate_prediction"))},
+            ensure_ascii=False, allow_nan=False))
     metadata = {VERSION_KEY: str(ITEMS_SCHEMA_VERSION).encode(),
                 GENERATION_KEY: generation.encode(), RUN_ID_KEY: run_id.encode()}
-    return pa.table(columns, schema=ITEMS_SCHEMA.with_metadata(metadata))
+    if not lines:  # the reader needs a line to parse
+        return ITEMS_SCHEMA.empty_table().replace_schema_metadata(metadata)
+    table = pa_json.read_json(
+        io.BytesIO("\n".join(lines).encode("utf-8")),
+        parse_options=pa_json.ParseOptions(explicit_schema=ITEMS_SCHEMA,
+                                           unexpected_field_behavior="error"))
+    return table.replace_schema_metadata(metadata)
 
 
 def write_items(path: Path, table: pa.Table) -> None:

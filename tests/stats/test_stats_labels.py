@@ -70,7 +70,10 @@ def test_matches_statsmodels_on_connected_tables(seed, method):
     cats = ["A", "B", "C", "D"]
     result = marginal_homogeneity(*labels_from_table(table, cats), cats, method=method)
     reference = SquareTable(table, shift_zeros=False).homogeneity(method=method)
-    assert result.statistic == pytest.approx(reference.statistic, rel=1e-9)
+    # computed as statsmodels computes it (without importing it): the same bits
+    assert result.statistic == reference.statistic
+    if method == "bhapkar":
+        assert result.pvalue == reference.pvalue
     assert result.pvalue == pytest.approx(reference.pvalue, rel=1e-9)
     assert result.df == reference.df
     np.testing.assert_array_equal(result.table, table)
