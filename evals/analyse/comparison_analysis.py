@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from evals.analyse.task_analysis import TaskAnalysis, analyse_task, noise_floor, task_rng
+from evals.analyse.repeats_analysis import analyse_repeats
 from evals.stats.intervals import interval_level
 from evals.analyse.cache_stress import WARM_SUFFIX, WarmColdCheck, describe, warm_vs_cold
 from evals.analyse.early_stop import first_items, sequential_for_task
@@ -17,6 +18,7 @@ from evals.pair.clusters import cluster_ids
 from evals.pair.logprobs import TaskLogprobs
 from evals.pair.metric_scale import pair_normalised
 from evals.pair.pairing import PairedTask, pair_task
+from evals.pair.repeats import RepeatScores, pair_repeats
 from evals.pair.samples import ArmSamples
 from evals.paths import ARMS
 from evals.plan.config import GateConfig, TaskSpec
@@ -43,11 +45,14 @@ class Analysed:
 def pair_and_analyse(run_dir: Path, tasks: list[TaskSpec], gate: GateConfig, seed: int,
                      samples: dict[str, ArmSamples], sequential: dict | None = None,
                      logprobs: dict[str, dict[str, TaskLogprobs]] | None = None,
-                     manifests: dict[str, dict] | None = None) -> Analysed:
+                     manifests: dict[str, dict] | None = None,
+                     repeats: dict[str, dict[str, RepeatScores]] | None = None) -> Analysed:
     """Every task's paired items and analysis (plus a cache-stress arm's warm pass), and
     its distribution shift (evals.analyse.shift). With the arms' `manifests`, two arms
     whose results for a task are one engine run (reused from one stored arm) are refused:
-    the A/A difference, the noise floor and the shift test would be zero by construction."""
+    the A/A difference, the noise floor and the shift test would be zero by construction.
+    With each arm's `repeats` (evals.pair.repeats, `repeats: k`), a sampled task is decided
+    on its per-item pass rates (evals.analyse.repeats_analysis)."""
     logprobs = logprobs or {}
     shifts: list[ShiftAnalysis] = []
     shift_notes: dict[str, str] = {}
@@ -95,9 +100,17 @@ def pair_and_analyse(run_dir: Path, tasks: list[TaskSpec], gate: GateConfig, see
         else:
             shifts.append(shift)
         clusters = cluster_ids(p, spec.cluster, str(run_dir.name)) if spec.cluster else None
-        analyses.append(analyse_task(p, gated=spec.gate, alpha=gate.alpha, margin=gate.margin,
-                                     seed=seed, n_resamples=gate.bootstrap_resamples,
-                                     noise=noise, sequential=looks, clusters=clusters))
+        reps = pair_repeats(p, *((repeats or {}).get(arm, {}).get(spec.name) for arm in ARMS),
+                            run_dir.name)
+        if reps is not None:  # sampled: decided on the per-item pass rates
+            analyses.append(analyse_repeats(p, reps, gated=spec.gate, alpha=gate.alpha,
+                                            margin=gate.margin, seed=seed,
+                                            n_resamples=gate.bootstrap_resamples, noise=noise))
+        else:
+            analyses.append(analyse_task(p, gated=spec.gate, alpha=gate.alpha,
+                                         margin=gate.margin, seed=seed,
+                                         n_resamples=gate.bootstrap_resamples, noise=noise,
+                                         sequential=looks, clusters=clusters))
         for arm in ARMS:
             if arm + WARM not in samples:
                 continue

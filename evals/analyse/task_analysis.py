@@ -19,6 +19,7 @@ from evals import stats
 from evals.pair.pairing import PairedTask
 from evals.stats.intervals import interval_level
 from evals.analyse.early_stop import SequentialSummary
+from evals.analyse.rate_results import AnswerDistribution, RepeatsSummary
 from evals.plan.schedule import final_alpha
 
 MAX_CLASS_LABELS = 12
@@ -87,6 +88,11 @@ class TaskAnalysis:
     """Clusters of a clustered task (`cluster:`); its tests are then cluster-robust."""
     design_effect: float | None = None
     """Variance inflation from the clustering, (clustered SE / i.i.d. SE)^2."""
+    repeats: RepeatsSummary | None = None
+    """A sampled task (`repeats: k`): decided by the per-item pass-rate test
+    (evals.analyse.repeats_analysis); None for one sample per item."""
+    answer_distribution: AnswerDistribution | None = None
+    """A sampled task's answer-distribution check (evals.analyse.repeats_analysis)."""
 
 
 def task_rng(seed: int, task: str) -> np.random.Generator:

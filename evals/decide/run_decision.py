@@ -14,7 +14,8 @@ from evals.analyse.speed import compare_speed
 from evals.decide.drift import DriftInput, apply_chart, chart_tasks, summary_extras
 from evals.decide.gates import Gate, run_gates
 from evals.decide.load_gate import apply_load_gate, evaluate_load_gate
-from evals.decide.verdict import apply_exercise_gate, apply_shift_gate, apply_speed_gate, decide
+from evals.decide.verdict import (apply_answer_gate, apply_exercise_gate, apply_shift_gate,
+                                  apply_speed_gate, decide)
 from evals.paths import ARMS
 from evals.plan.config import GateConfig
 
@@ -24,6 +25,7 @@ def decide_run(analyses: list[TaskAnalysis], gate: GateConfig, seed: int,
                exercise: ExerciseReport | None = None, drift: DriftInput | None = None,
                study_adjusted: dict[str, float] | None = None,
                shifted_tasks: list[tuple[str, float]] = (),
+               answer_changes: list[tuple[str, float]] = (),
                load_curve: LoadCurve | None = None):
     """The statistical gate, then the gate list (evals.decide.gates). Returns the verdict, the
     steps and what the gates add to the summary (`speed`, `drift`, `load_gate`)."""
@@ -52,5 +54,8 @@ def decide_run(analyses: list[TaskAnalysis], gate: GateConfig, seed: int,
                    pooled=gate.pooled, study_adjusted=study_adjusted)
     if gate.logprob == "fail":
         gates.append(Gate("logprob shift", partial(apply_shift_gate, shifted=shifted_tasks)))
+    if gate.answer_distribution == "fail":
+        gates.append(Gate("answer distribution",
+                          partial(apply_answer_gate, changed=answer_changes)))
     verdict, steps = run_gates(first, gates)
     return verdict, steps, extras

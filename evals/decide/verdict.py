@@ -261,6 +261,17 @@ def apply_exercise_gate(verdict: RunVerdict, report: ExerciseReport | None) -> R
                           f"cannot show it is safe (was: {verdict.reason})")
 
 
+def apply_answer_gate(verdict: RunVerdict, changed: list[tuple[str, float]]) -> RunVerdict:
+    """`gate.answer_distribution: fail`: a PASS whose sampled answers come from another
+    distribution on a gated task (evals.analyse.repeats_analysis) is a REGRESSION (exit 1)."""
+    if not changed or verdict.verdict is not Verdict.PASS:
+        return verdict
+    shown = ", ".join(f"{task} (Holm p={p:.2g})" for task, p in changed)
+    return replace(verdict, verdict=Verdict.REGRESSION,
+                   reason=f"{verdict.reason}, but the arms sample different answers on "
+                          f"{shown} (gate.answer_distribution: fail)")
+
+
 def apply_shift_gate(verdict: RunVerdict, shifted: list[tuple[str, float]]) -> RunVerdict:
     """`gate.logprob: fail`: a PASS whose token distributions shifted beyond the A/A noise
     floor on a gated task (evals.analyse.shift) is a REGRESSION (exit 1)."""

@@ -14,6 +14,7 @@ from evals.analyse.load_curve import load_curve_of
 from evals.decide.drift import deployment_name
 from evals.errors import ExitCode, UserError
 from evals.pair.logprobs import read_arm_logprobs
+from evals.pair.repeats import read_arm_repeats
 from evals.pair.samples import read_output_dir
 from evals.paths import ARMS, REPORTS_DIR
 from evals.pipelines.finish import RunEvidence, finish
@@ -88,6 +89,8 @@ def run_ab(config: ABConfig, reports_dir: Path = REPORTS_DIR, fresh: bool = Fals
         sequential=sequential, speed=speed_records(ran.layouts, specs), preflight=checks,
         logprobs={name: read_arm_logprobs(layout.root, tasks)
                   for name, layout in ran.layouts.items()},
+        repeats={name: read_arm_repeats(layout.root, tasks)
+                 for name, layout in ran.layouts.items()},
         exercise=assess_config(config, {name: ran.manifests[name] for name in ARMS}),
         load_curve=load_curve_of(config, {name: ran.layouts[name].root for name in ARMS}))
     # pair, analyse, decide, record, report

@@ -10,10 +10,12 @@ from pathlib import Path
 from evals.analyse.comparison_analysis import Analysed, pair_and_analyse
 from evals.analyse.exercise import ExerciseReport
 from evals.analyse.load_curve import LoadCurve
+from evals.analyse.repeats_analysis import distribution_changes
 from evals.analyse.shift import adjust, shifted
 from evals.decide.drift import DriftInput
 from evals.decide.run_decision import decide_run
 from evals.pair.logprobs import TaskLogprobs
+from evals.pair.repeats import RepeatScores
 from evals.pair.samples import ArmSamples
 from evals.plan.config import GateConfig, TaskSpec
 from evals.record.platform_record import platform_warnings, run_platform
@@ -37,6 +39,8 @@ class RunEvidence:
     """Each arm's per-token top-k log-probabilities, by task (`logprobs: k`)."""
     load_curve: LoadCurve | None = None
     """Both server arms' load sweep (`speed:`), analysed."""
+    repeats: dict[str, dict[str, RepeatScores]] | None = None
+    """Each arm's scored repeats, by task (`repeats: k`)."""
 
 
 def finish(*, kind: str, run_dir: Path, tasks: list[TaskSpec], gate: GateConfig, seed: int,
@@ -53,17 +57,19 @@ def finish(*, kind: str, run_dir: Path, tasks: list[TaskSpec], gate: GateConfig,
     evidence = evidence or RunEvidence()
     if analysed is None:
         analysed = pair_and_analyse(run_dir, tasks, gate, seed, samples, evidence.sequential,
-                                    evidence.logprobs, manifests)
+                                    evidence.logprobs, manifests, evidence.repeats)
     shifts = adjust(analysed.shifts, gate.alpha)
     gated = {t.name for t in tasks if t.gate}
     shifted_tasks = [(s.task, s.pvalue_adjusted) for s in shifts
                      if s.task in gated and shifted(s, gate.alpha)]
     paired, analyses, cache_checks = analysed.paired, analysed.analyses, analysed.cache_checks
     warnings = list((evidence.preflight or {}).get("warnings", [])) + analysed.warnings
+    answer_changes = distribution_changes(analyses, gate.alpha)
     verdict, steps, extras = decide_run(
         analyses, gate, seed, manifests, run_id=run_dir.name, speed=evidence.speed,
         exercise=evidence.exercise, drift=evidence.drift, study_adjusted=study_adjusted,
-        shifted_tasks=shifted_tasks, load_curve=evidence.load_curve)
+        shifted_tasks=shifted_tasks, load_curve=evidence.load_curve,
+        answer_changes=answer_changes)
     if gate.logprob == "warn":
         regressed = {t.task for t in verdict.tasks if t.verdict.value == "REGRESSION"}
         warnings.extend(
@@ -71,6 +77,13 @@ def finish(*, kind: str, run_dir: Path, tasks: list[TaskSpec], gate: GateConfig,
             f"than gate.shift_margin = {gate.shift_margin:g} nats per item (Holm p={p:.2g}) - "
             "accuracy does not show it (gate.logprob: warn)"
             for task, p in shifted_tasks if task not in regressed)
+    if gate.answer_distribution == "warn":
+        regressed = {t.task for t in verdict.tasks if t.verdict.value == "REGRESSION"}
+        warnings.extend(
+            f"task {task}: the arms sample different answers (answer-distribution check over "
+            f"the repeats, Holm p={p:.2g}) - the pass rates do not show it "
+            "(gate.answer_distribution: warn)"
+            for task, p in answer_changes if task not in regressed)
     if evidence.exercise is not None:
         warnings.extend(evidence.exercise.warnings)
     platform = run_platform(kind, manifests)

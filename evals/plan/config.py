@@ -186,6 +186,11 @@ class GateConfig(_Strict):
         "warn", description="a significant distribution shift (the shift test against the A/A "
         "rerun; needs `logprobs` and `noise_floor`) on a gated task whose accuracy passes: "
         "`warn` reports it, `fail` makes the run a REGRESSION, `off` ignores it")
+    answer_distribution: Literal["warn", "fail", "off"] = Field(
+        "warn", description="a sampled task's answer-distribution check (`repeats: k`: do the "
+        "arms sample different answers at some item? Holm over the gated tasks) on a gated "
+        "task whose accuracy passes: `warn` reports it, `fail` makes the run a REGRESSION, "
+        "`off` ignores it")
     shift_margin: float = Field(
         SHIFT_MARGIN_NATS, ge=0, le=1,
         description="delta of the distribution-shift test, nats: the mean per-item KL excess "

@@ -112,6 +112,14 @@ class TaskRecord(StoredRecord):
     clusters: int | None = Field(None, description="Clusters of a clustered task.")
     design_effect: float | None = Field(None, description="Variance inflation from the "
                                                           "clustering.")
+    repeats: dict[str, Any] | None = Field(None, description="A sampled task (`repeats: k`): "
+                                           "k, the rate test's method and the items whose "
+                                           "pass rate fell or rose "
+                                           "(evals.analyse.repeats_analysis.RepeatsSummary).")
+    answer_distribution: dict[str, Any] | None = Field(
+        None, description="A sampled task's answer-distribution check: statistic, p-value, "
+        "informative items and the items that moved most "
+        "(evals.analyse.repeats_analysis.AnswerDistribution).")
     verdict: str = Field(description="PASS, REGRESSION or INCONCLUSIVE for this task.")
     regression_pvalue_adjusted: float | None = Field(None, description="regression_pvalue "
                                                      "after the run's correction.")

@@ -151,6 +151,8 @@ def arms_section(summary: RunRecord) -> ArmsSection:
          False),
         ("requested", "Requested engine arguments", base.get("requested_engine_args"),
          cand.get("requested_engine_args"), False),
+        ("sampling", "Chat template, decoding settings and repeats (as the arm ran them)",
+         base.get("sampling"), cand.get("sampling"), False),
         ("effective", "Effective engine config (as vLLM ran it)",
          base.get("effective_engine_config"), cand.get("effective_engine_config"), True),
         ("generation", "Generation", base.get("generation"), cand.get("generation"), False),

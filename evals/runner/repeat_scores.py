@@ -45,7 +45,8 @@ def _numeric(metrics: dict) -> dict[str, float]:
 
 
 def score_repeats(task) -> dict:
-    """Per item: every repeat's answer and its score under each filter of the task."""
+    """Per item: every repeat's response, and under each filter of the task the answer
+    the filter extracted from it and its score."""
     by_doc: dict[int, object] = {}
     for instance in task.instances:
         by_doc.setdefault(instance.doc_id, instance)  # one request per generation item
@@ -53,14 +54,16 @@ def score_repeats(task) -> dict:
     instances = [by_doc[d] for d in doc_ids]
     docs = [inst.doc for inst in instances]
     k = min(len(inst.resps) for inst in instances) if instances else 0
-    items = {d: {"doc_id": d, "responses": list(by_doc[d].resps[:k]), "scores": {}}
-             for d in doc_ids}
+    items = {d: {"doc_id": d, "responses": list(by_doc[d].resps[:k]), "answers": {},
+                 "scores": {}} for d in doc_ids}
     for ensemble in task._filters:
         for r in range(k):
             resps = [[inst.resps[r]] for inst in instances]
             for make_filter in ensemble.filters:
                 resps = make_filter().apply(resps, docs)
             for d, doc, filtered in zip(doc_ids, docs, resps):
+                # the answer the filter extracted: what the distribution check compares
+                items[d]["answers"].setdefault(ensemble.name, []).append(str(filtered))
                 metrics = _numeric(task.process_results(doc, [filtered]))
                 per_filter = items[d]["scores"].setdefault(ensemble.name, {})
                 for name, value in metrics.items():

@@ -115,3 +115,4 @@ def test_each_repeat_is_scored_alone_by_the_tasks_own_filter_and_metric():
     assert first["doc_id"] == 0 and first["scores"] == {"strip": {"exact_match": [1, 1, 0]}}
     assert second["scores"]["strip"]["exact_match"] == [1, 0, 1]
     assert second["responses"] == [" 7", " 8", "7 "]
+    assert second["answers"] == {"strip": ["7", "8", "7"]}

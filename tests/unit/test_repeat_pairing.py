@@ -1,0 +1,100 @@
+"""Sampled repeats paired by (item, repeat) (evals.pair.repeats), the task decided on its
+per-item pass rates with the answer-distribution check beside it
+(evals.analyse.repeats_analysis), and the check's gate (`gate.answer_distribution`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from evals.analyse.repeats_analysis import analyse_repeats, distribution_changes
+from evals.decide.verdict import Verdict, apply_answer_gate, decide
+from evals.errors import UserError
+from evals.pair.pairing import PairedTask
+from evals.pair.repeats import RepeatScores, pair_repeats
+from evals.stats.repeats import paired_rate_test
+
+
+def _scores(source: str, answers: dict[int, list[str]], truth: str = "7") -> RepeatScores:
+    items = {d: {"doc_id": d, "responses": [" " + a for a in ans],
+                 "answers": {"strip": list(ans)},
+                 "scores": {"strip": {"exact_match": [float(a == truth) for a in ans]}}}
+             for d, ans in answers.items()}
+    k = len(next(iter(answers.values())))
+    return RepeatScores(source, "t", k, items)
+
+
+def _paired(doc_ids) -> PairedTask:
+    n = len(doc_ids)
+    return PairedTask(task="t", metric="exact_match", filter="strip", doc_ids=tuple(doc_ids),
+                      baseline=np.zeros(n), candidate=np.zeros(n), baseline_records=(),
+                      candidate_records=())
+
+
+def test_repeat_r_of_item_i_is_paired_with_repeat_r_of_item_i():
+    base = _scores("b", {0: ["7", "7", "1"], 1: ["2", "7", "7"]})
+    cand = _scores("c", {1: ["7", "3", "7"], 0: ["7", "1", "7"]})
+    reps = pair_repeats(_paired([0, 1]), base, cand, "run")
+    assert reps.repeats == 3 and reps.doc_ids == (0, 1)
+    assert reps.baseline.tolist() == [[1, 1, 0], [0, 1, 1]]
+    assert reps.candidate.tolist() == [[1, 0, 1], [1, 0, 1]]
+    assert reps.candidate_answers[1] == ("7", "3", "7")
+    assert pair_repeats(_paired([0]), None, None, "run") is None
+
+
+@pytest.mark.parametrize("base, cand, expected", [
+    (_scores("b/arm", {0: ["7", "7"]}), _scores("c/arm", {0: ["7", "7", "7"]}),
+     "b/arm holds 2 repeats per item, c/arm 3"),
+    (_scores("b/arm", {0: ["7", "7"]}), None, "only b/arm holds repeats"),
+    (_scores("b/arm", {0: ["7", "7"]}), _scores("c/arm", {1: ["7", "7"]}),
+     "doc_id 0 has no repeats in c/arm"),
+])
+def test_mismatched_repeats_are_an_error_naming_both(base, cand, expected):
+    with pytest.raises(UserError, match=expected):
+        pair_repeats(_paired([0]), base, cand, "run")
+
+
+def _task(n: int, k: int, p_base: float, p_cand: float, seed: int, wrong_cand="1"):
+    rng = np.random.default_rng(seed)
+    base = {d: ["7" if rng.random() < p_base else "1" for _ in range(k)] for d in range(n)}
+    cand = {d: ["7" if rng.random() < p_cand else wrong_cand for _ in range(k)]
+            for d in range(n)}
+    return _paired(range(n)), pair_repeats(_paired(range(n)), _scores("b", base),
+                                           _scores("c", cand), "run")
+
+
+def test_the_task_is_decided_by_the_rate_test_on_item_rates():
+    paired, reps = _task(30, 4, 0.8, 0.8, seed=1)
+    a = analyse_repeats(paired, reps, gated=True, alpha=0.05, margin=0.1, seed=3,
+                        n_resamples=1000)
+    same = paired_rate_test(reps.baseline, reps.candidate, margin=0.1, alpha=0.05,
+                            seed=np.random.default_rng(0))
+    assert a.delta == pytest.approx(reps.candidate.mean(1).mean() - reps.baseline.mean(1).mean())
+    assert a.delta == pytest.approx(same.delta)
+    assert a.regression_pvalue == pytest.approx(same.pvalue_drop, abs=0.02)
+    assert a.repeats.repeats == 4 and not a.binary
+    assert "4 repeats" in a.regression_test and a.answer_distribution.repeats == 4
+
+
+def test_a_big_drop_is_a_regression_and_other_wrong_answers_change_the_distribution():
+    paired, reps = _task(40, 4, 0.9, 0.3, seed=2, wrong_cand="5")
+    a = analyse_repeats(paired, reps, gated=True, alpha=0.05, margin=0.05, seed=3,
+                        n_resamples=1000)
+    assert a.delta < -0.4 and a.regression_pvalue < 0.001
+    verdict = decide([a], alpha=0.05, margin=0.05)
+    assert verdict.verdict is Verdict.REGRESSION
+    assert a.answer_distribution.changed
+    assert distribution_changes([a], 0.05)[0][0] == "t"
+
+
+def test_the_answer_gate_fails_a_pass_only_when_asked():
+    paired, reps = _task(40, 4, 0.8, 0.8, seed=5, wrong_cand="5")  # same rate, other answers
+    a = analyse_repeats(paired, reps, gated=True, alpha=0.05, margin=0.2, seed=3,
+                        n_resamples=1000)
+    verdict = decide([a], alpha=0.05, margin=0.2)
+    assert verdict.verdict is Verdict.PASS
+    changed = distribution_changes([a], 0.05)
+    assert changed, a.answer_distribution
+    failed = apply_answer_gate(verdict, changed)
+    assert failed.verdict is Verdict.REGRESSION and "gate.answer_distribution" in failed.reason
+    assert apply_answer_gate(verdict, []).verdict is Verdict.PASS
