@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from evals.record.schemas import LOAD_SWEEP
-from evals.runner.load_sweep import sweep_path
+from evals.runner.layout import sweep_path
 from evals.stats.load_curve import (Crossover, LevelSpeedup, LevelSummary, SloResult, crossover,
                                     level_speedup, level_summary, slo_safe_concurrency)
 from evals.stats.intervals import DEFAULT_CONFIDENCE_LEVEL, interval_level

@@ -28,10 +28,12 @@ TEMPLATES_DIR = PACKAGE_DIR / "templates"
 def environment() -> jinja2.Environment:
     # every printed value passes `_shown` before autoescaping: control and bidi characters
     # become visible escapes, so no text from a run can reorder or hide what is around it
+    # jinja's own bytecode cache (a private folder in the temporary directory, keyed by each
+    # template's source): a report no longer compiles its templates every run (~0.2 s)
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES_DIR), autoescape=True,
         undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-        finalize=_shown)
+        finalize=_shown, bytecode_cache=jinja2.FileSystemBytecodeCache())
 
 
 def _shown(value):

@@ -13,6 +13,14 @@ from evals.record.schemas import ARM_MANIFEST, CHUNK_MARKER, FAULT_TALLY, TASK_M
 _SAMPLES_RE = re.compile(r"^samples_(?P<task>.+)_(?P<stamp>\d{4}-\d{2}-\d{2}T[\d\-.]+)\.jsonl$")
 
 
+SWEEP_FILE = "load_sweep.json"
+"""A server arm's raw load sweep (evals.runner.load_sweep), in the arm's folder."""
+
+
+def sweep_path(arm_root: Path) -> Path:
+    return Path(arm_root) / SWEEP_FILE
+
+
 class ArmLayout:
     """<arm>/spec.json, manifest.json, worker.log, lm_eval/ (lm-eval's layout), tasks/<task>.json,
     and for sequential runs chunks/<task>/<k>/ (one lm-eval output per chunk, merged into lm_eval/)."""

@@ -27,19 +27,14 @@ from urllib.parse import urlparse
 import numpy as np
 
 from evals.record.schemas import LOAD_SWEEP
+from evals.runner.layout import sweep_path
 
-SWEEP_FILE = "load_sweep.json"
-"""The raw sweep, in the arm's folder."""
 METRICS_INTERVAL_S = 0.5
 GAUGES = {"vllm:num_requests_running": "running", "vllm:num_requests_waiting": "waiting",
           "vllm:kv_cache_usage_perc": "kv_cache_usage", "vllm:gpu_cache_usage_perc":
           "kv_cache_usage"}
 """vLLM's gauges of the queue and the KV cache (`gpu_cache_usage_perc` before vLLM V1)."""
 ERROR_CHARS = 500
-
-
-def sweep_path(arm_root: Path) -> Path:
-    return Path(arm_root) / SWEEP_FILE
 
 
 def server_gauges(metrics_text: str) -> dict[str, float]:

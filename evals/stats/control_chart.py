@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy import signal
 
 from .validation import as_score_array, check_alternative
 
@@ -170,6 +169,8 @@ def ewma_chart(values: Any, *, target: float = 0.0, sigma: Any = None, lam: floa
     if not math.isfinite(target):
         raise ValueError(f"target must be a finite number; got {target!r}.")
     sigmas, source = _sigmas(sigma, x)
+    from scipy import signal  # here: scipy.signal costs every run that only reads (compare) ~0.1 s
+
     statistic = signal.lfilter([lam], [1.0, -(1.0 - lam)], x, zi=[(1.0 - lam) * target])[0]
     variance = signal.lfilter([lam * lam], [1.0, -(1.0 - lam) ** 2], sigmas**2)
     half_width = L * np.sqrt(variance)
