@@ -166,7 +166,9 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument("--margin", type=float,
                       help="non-inferiority margin in accuracy units (0.02 = 2 points; "
                       "default: a config's default)")
-    cmp_.add_argument("--metric", action="append", default=[], metavar="TASK=METRIC")
+    cmp_.add_argument("--metric", action="append", default=[], metavar="TASK=METRIC[,FILTER]",
+                      help="the metric a task is gated on, and its filter where lm-eval logged "
+                      "several (e.g. gsm8k=exact_match,maj@8)")
     cmp_.add_argument("--cluster", action="append", default=[], metavar="TASK=FIELD",
                       help="a document field grouping the task's items (e.g. a passage id): "
                       "cluster-robust tests and intervals")

@@ -55,7 +55,20 @@ def _choose_filter(task: str, wanted: str | None, b: dict, c: dict, where: str) 
         return wanted
     if not filters:
         raise UserError(f"{where}: task `{task}` has no filter present in both arms.")
+    if len(filters) > 1:  # e.g. lm-eval's score-first beside maj@k: never picked silently
+        raise UserError(f"{where}: task `{task}` is logged with several filters "
+                        f"({', '.join(filters)}); name the one to gate on: `filter:` in the "
+                        f"config's task, or `--metric {task}=METRIC,FILTER` for compare.")
     return filters[0]
+
+
+def _check_repeats(task: str, b: list[SampleRecord], c: list[SampleRecord], b_source: str,
+                   c_source: str) -> None:
+    """Both arms logged the same number of responses per item (a task's `repeats`)."""
+    kb, kc = (max((r.repeats for r in records), default=1) for records in (b, c))
+    if kb != kc:
+        raise UserError(f"task `{task}` was logged with {kb} repeat(s) per item in {b_source} "
+                        f"and {kc} in {c_source}; compare runs made with the same `repeats`.")
 
 
 def pair_task(baseline: ArmSamples, candidate: ArmSamples, task: str, metric: str,
@@ -82,6 +95,8 @@ def pair_task(baseline: ArmSamples, candidate: ArmSamples, task: str, metric: st
             f"({len(only_b)} item(s) only in baseline, {len(only_c)} only in candidate); "
             "both arms must run the same items (same limit and task version).")
     keys = sorted(b)
+    _check_repeats(task, [b[k] for k in keys], [c[k] for k in keys], baseline.source,
+                   candidate.source)
     b_values, c_values = [], []
     for key in keys:
         rb, rc = b[key], c[key]

@@ -44,6 +44,8 @@ class SampleRecord:
     analysis compares the arms' choice distributions)."""
     target_hash: str = ""
     """lm-eval's hash of the item's target ("" when the samples file has none)."""
+    repeats: int = 1
+    """Responses lm-eval logged for the item's generation request (a task's `repeats: k`)."""
 
     @property
     def key(self) -> tuple[str, int, str]:
@@ -104,6 +106,14 @@ def _arguments(raw) -> list[list]:
     return list(raw or [])
 
 
+def _repeats(resps) -> int:
+    """How many responses lm-eval logged for an item's one generation request: a task's
+    `repeats: k` logs `resps` as [[answer_1, ..., answer_k]]."""
+    if isinstance(resps, list) and len(resps) == 1 and isinstance(resps[0], list):
+        return max(1, len(resps[0]))
+    return 1
+
+
 def _record(task: str, raw: dict, where: str) -> SampleRecord:
     if not isinstance(raw, dict):
         raise UserError(f"{where}: a sample must be a JSON object, got {type(raw).__name__}.")
@@ -122,6 +132,7 @@ def _record(task: str, raw: dict, where: str) -> SampleRecord:
         prompt = _text(arguments[0]) if arguments else ""
         choices: tuple[str, ...] = ()
         scores: list[float] = []
+        repeats = 1
         target = raw.get("target")
         filtered = raw.get("filtered_resps") or []
         if len(arguments) > 1 and all(isinstance(a, list) and len(a) == 2
@@ -144,6 +155,7 @@ def _record(task: str, raw: dict, where: str) -> SampleRecord:
         else:
             prediction = _text(filtered)
             response = _text(raw.get("resps"))
+            repeats = _repeats(raw.get("resps"))
         return SampleRecord(
             task=task, doc_id=doc_id, filter=_clean(str(raw.get("filter", "none"))),
             metrics=metrics, doc_hash=str(raw["doc_hash"]), prompt_hash=str(raw["prompt_hash"]),
@@ -151,7 +163,8 @@ def _record(task: str, raw: dict, where: str) -> SampleRecord:
             prompt=prompt, choices=choices,
             doc=raw.get("doc") if isinstance(raw.get("doc"), dict) else None,
             choice_logliks=tuple(scores),
-            target_hash=raw["target_hash"] if isinstance(raw.get("target_hash"), str) else "")
+            target_hash=raw["target_hash"] if isinstance(raw.get("target_hash"), str) else "",
+            repeats=repeats)
     except KeyError as exc:
         raise UserError(f"{where}: a sample lacks the field {exc.args[0]!r}; is this an lm-eval "
                         "--log_samples file?") from None

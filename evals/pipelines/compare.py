@@ -14,6 +14,16 @@ from evals.plan.config import DEFAULT_SEED, GateConfig, TaskSpec
 from evals.store import open_store, record_in_store
 
 
+def metric_of(named: str | None) -> str | None:
+    """`--metric TASK=METRIC[,FILTER]` (lm-eval's own `metric,filter` naming): the metric."""
+    return named.partition(",")[0] if named else None
+
+
+def filter_of(named: str | None) -> str | None:
+    """... and the filter gated on, when named (a task logged with several needs one)."""
+    return (named.partition(",")[2] or None) if named else None
+
+
 def run_compare(dir_a: Path, dir_b: Path, *, gate: GateConfig, seed: int = DEFAULT_SEED,
                 metrics: dict[str, str] | None = None, reports_dir: Path = REPORTS_DIR,
                 echo=print, store_root: Path | None = None,
@@ -48,8 +58,9 @@ def run_compare(dir_a: Path, dir_b: Path, *, gate: GateConfig, seed: int = DEFAU
         if unknown:
             raise UserError(f"{flag} names task(s) {', '.join(unknown)} that the directories "
                             f"do not hold (they hold {', '.join(common)}).")
-    tasks = [TaskSpec(name=t, metric=metrics.get(t) or default_metric(a, t),
-                      cluster=clusters.get(t)) for t in common]
+    tasks = [TaskSpec(name=t, metric=metric_of(metrics.get(t)) or default_metric(a, t),
+                      filter=filter_of(metrics.get(t)), cluster=clusters.get(t))
+             for t in common]
     config_dump = {"baseline_dir": str(dir_a), "candidate_dir": str(dir_b), "seed": seed,
                    "gate": gate.model_dump(), "tasks": [t.model_dump() for t in tasks]}
     preflight = {"warnings": [f"baseline and candidate are the same directory ({dir_a}): this "

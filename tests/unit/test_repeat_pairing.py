@@ -10,8 +10,10 @@ import pytest
 from evals.analyse.repeats_analysis import analyse_repeats, distribution_changes
 from evals.decide.verdict import Verdict, apply_answer_gate, decide
 from evals.errors import UserError
-from evals.pair.pairing import PairedTask
+from evals.pair.pairing import PairedTask, pair_task
 from evals.pair.repeats import RepeatScores, pair_repeats
+from evals.pair.samples import ArmSamples, SampleRecord, _repeats
+from evals.pipelines.compare import filter_of, metric_of
 from evals.stats.repeats import paired_rate_test
 
 
@@ -98,3 +100,32 @@ def test_the_answer_gate_fails_a_pass_only_when_asked():
     failed = apply_answer_gate(verdict, changed)
     assert failed.verdict is Verdict.REGRESSION and "gate.answer_distribution" in failed.reason
     assert apply_answer_gate(verdict, []).verdict is Verdict.PASS
+
+
+def _sample(doc_id: int, filter_name: str, resps: list[str]) -> SampleRecord:
+    return SampleRecord(task="t", doc_id=doc_id, filter=filter_name,
+                        metrics={"exact_match": 1.0}, doc_hash="d", prompt_hash="p", target="7",
+                        prediction="7", response=resps[0], prompt="Add:", repeats=len(resps))
+
+
+def _arm(source: str, filters=("score-first",), k: int = 2) -> ArmSamples:
+    return ArmSamples(source, tuple(_sample(d, f, ["7"] * k) for d in range(3) for f in filters))
+
+
+def test_a_task_logged_with_several_filters_needs_one_named():
+    both = ("maj@2", "score-first")
+    with pytest.raises(UserError, match=r"several filters \(maj@2, score-first\); name the one"):
+        pair_task(_arm("a", both), _arm("b", both), "t", "exact_match")
+    assert pair_task(_arm("a", both), _arm("b", both), "t", "exact_match", "maj@2").n == 3
+
+
+def test_a_repeats_mismatch_names_both_directories():
+    with pytest.raises(UserError, match="2 repeat.s. per item in dir-a and 3 in dir-b"):
+        pair_task(_arm("dir-a", k=2), _arm("dir-b", k=3), "t", "exact_match")
+
+
+def test_compare_reads_metric_and_filter_as_lm_eval_names_them():
+    assert (metric_of("exact_match,maj@8"), filter_of("exact_match,maj@8")) == (
+        "exact_match", "maj@8")
+    assert (metric_of("acc"), filter_of("acc")) == ("acc", None)
+    assert _repeats([[" 1", " 2", " 3"]]) == 3 and _repeats([" 1"]) == 1
