@@ -10,7 +10,7 @@ not meet the SLO).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +47,13 @@ class ArmLoad:
     accuracy_seconds: float | None
     accuracy_requests: int | None
     error: str | None
+    origin: str | None = None
+    """ran (after the arm's accuracy items, same server), rerun (alone on a fresh server: the
+    accuracy items were reused) or reused (the sweep recorded with the reused items)."""
+    reused_run: str | None = None
+    """The run a reused sweep came from."""
+    server_start_seconds: float | None = None
+    """What starting the sweep's server cost (a rerun pays it for the sweep alone)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,9 +122,9 @@ def analyse_load_curve(sweeps: dict[str, dict | None], *, levels: list[int],
     for name in ARMS:
         raw = sweeps.get(name)
         if raw is None:
-            arms[name] = ArmLoad((), None, None, None, None, error="no sweep: the arm's "
-                                 "results were reused or resumed, its server did not run "
-                                 "(`--fresh` runs it)")
+            arms[name] = ArmLoad((), None, None, None, None, error="no sweep: none was "
+                                 "recorded in the arm's folder (its worker stopped before "
+                                 "it; `--fresh` runs it)")
             continue
         prompts, output_tokens = raw.get("prompts", prompts), raw.get("output_tokens", 0)
         by_level = {int(lv["concurrency"]): lv for lv in raw.get("results", [])}
@@ -126,7 +133,9 @@ def analyse_load_curve(sweeps: dict[str, dict | None], *, levels: list[int],
         warm = raw.get("warm_state") or {}
         arms[name] = ArmLoad(loads, None, raw.get("wall_seconds"),
                              warm.get("accuracy_seconds"), warm.get("accuracy_requests"),
-                             error=f"no sweep: {raw['error']}" if raw.get("error") else None)
+                             error=f"no sweep: {raw['error']}" if raw.get("error") else None,
+                             origin=raw.get("origin", "ran"), reused_run=raw.get("reused_run"),
+                             server_start_seconds=warm.get("server_start_seconds"))
     for name, arm in arms.items():
         measured = tuple(lv.summary.concurrency for lv in arm.levels)
         if arm.levels and (slo_ttft_p95_ms is not None or slo_tpot_p95_ms is not None):
@@ -137,8 +146,7 @@ def analyse_load_curve(sweeps: dict[str, dict | None], *, levels: list[int],
                 ttft_p95_target=None if slo_ttft_p95_ms is None else slo_ttft_p95_ms / 1000,
                 tpot_p95_target=None if slo_tpot_p95_ms is None else slo_tpot_p95_ms / 1000,
                 ttft_p95_high=ttft_high, tpot_p95_high=tpot_high)
-            arms[name] = ArmLoad(arm.levels, slo, arm.sweep_seconds, arm.accuracy_seconds,
-                                 arm.accuracy_requests, arm.error)
+            arms[name] = replace(arm, slo=slo)
     speedups: list[LevelSpeedup | None] = []
     base = {lv.summary.concurrency: lv for lv in arms["baseline"].levels}
     cand = {lv.summary.concurrency: lv for lv in arms["candidate"].levels}

@@ -21,7 +21,7 @@ from evals.errors import UserError
 from evals.paths import ARMS
 from evals.record.schemas import SPEED_RECORD
 from evals.dispatch.arm_origins import RERUN
-from evals.dispatch.reuse import reuse_finished_tasks
+from evals.dispatch.reuse import reuse_finished_tasks, reuse_recorded_sweep
 from evals.runner.asks import Answerer
 from evals.runner.launch import arm_is_complete, run_arms_in_turn
 from evals.runner.layout import ArmLayout
@@ -58,7 +58,7 @@ def load_sweep_settings(config: ABConfig) -> dict | None:
             "prompts": prompts if isinstance(prompts, str) else prompts.model_dump(),
             "output_tokens": speed.tokens_per_request(),
             "request_timeout_s": speed.request_timeout_s,
-            "level_timeout_s": speed.level_timeout_s}
+            "level_timeout_s": speed.level_timeout_s, "on_reuse": speed.on_reuse}
 
 
 def arm_specs(config: ABConfig, run_dir: Path) -> dict[str, ArmSpec]:
@@ -149,6 +149,14 @@ def reuse_from_store(specs: dict[str, ArmSpec], store, echo) -> dict[str, dict[s
         for task, record in reused.get(name, {}).items():
             echo(f"[evals] {name}: {task} reused from {record['reused_from']} (run "
                  f"{record['reused_run']}; {record['reuse_reason']})")
+        sweep = reuse_recorded_sweep(specs[name], reused.get(name, {}))
+        if sweep is not None:
+            echo(f"[evals] {name}: load sweep reused from {sweep['reused_from']} (run "
+                 f"{sweep['reused_run']}; the same server and sweep settings)")
+        elif reused.get(name) and ArmLayout(Path(specs[name].output_dir)).sweep_due(specs[name]):
+            echo(f"[evals] {name}: load sweep runs again on its own server (speed.on_reuse: "
+                 f"{specs[name].load_sweep.get('on_reuse', 'recorded')}; no recorded sweep "
+                 "with these settings is used)")
     return reused
 
 

@@ -10,6 +10,12 @@ it; the marker says from which run and arm it came, where it first ran and why t
 matched, and the summary lists it. Replicates of one config (an A/A's candidate, the
 noise-floor rerun) are reused together from one earlier run only, each from its own
 replicate there. `--fresh` turns reuse off.
+
+A server arm of a config with `speed:` whose every task was reused gets the load sweep
+recorded with them (`speed.on_reuse: recorded`, the default) when that run swept with the
+same settings; the copy says so (`origin: reused`, the run and arm folder it came from).
+Otherwise (`on_reuse: rerun`, or no such sweep) its worker starts the server for the sweep
+alone (`origin: rerun`).
 """
 
 from __future__ import annotations
@@ -17,8 +23,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from evals.errors import UserError
 from evals.plan.arm_spec import ArmSpec
-from evals.runner.layout import ArmLayout
+from evals.record.schemas import LOAD_SWEEP
+from evals.runner.layout import ArmLayout, sweep_path, sweep_settings
 
 
 def _task_outputs(layout: ArmLayout, task: str) -> list[Path]:
@@ -116,3 +124,31 @@ def reuse_finished_tasks(specs: list[ArmSpec], sources) -> dict[str, dict[str, d
                                        "reused_from": str(source.root)})
             reused.setdefault(spec.arm, {})[task] = record
     return reused
+
+
+def reuse_recorded_sweep(spec: ArmSpec, reused: dict[str, dict]) -> dict | None:
+    """Copies the load sweep recorded with a server arm's reused tasks into the arm (each
+    task's marker record in `reused` names its source arm), when every task is done here,
+    the config asks for it (`on_reuse: recorded`) and that sweep has the same settings and
+    measured something. Returns the copied record, or None (the worker then sweeps)."""
+    target = ArmLayout(Path(spec.output_dir))
+    if not target.sweep_due(spec) or spec.load_sweep.get("on_reuse", "recorded") != "recorded" \
+            or not all(target.task_done(t, spec.key_for(t)) for t in spec.tasks):
+        return None
+    wanted = sweep_settings(spec.load_sweep)
+    for record in reused.values():
+        source = Path(record["reused_from"])
+        try:
+            raw = LOAD_SWEEP.read(sweep_path(source)) if sweep_path(source).exists() else None
+        except UserError:
+            continue  # a damaged sweep is not reused; the worker sweeps again
+        if not raw or raw.get("error") or not raw.get("results") or \
+                raw.get("settings") != wanted:
+            continue
+        copied = {**raw, "origin": "reused", "reused_from": str(source),
+                  "reused_run": record.get("reused_run"),
+                  # where the sweep itself ran (a reused one's own source)
+                  "recorded_in": raw.get("recorded_in") or str(source)}
+        LOAD_SWEEP.write(sweep_path(target.root), copied)
+        return copied
+    return None

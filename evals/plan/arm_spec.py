@@ -184,6 +184,9 @@ class ArmSpec:
         data = asdict(self)
         data["model_hash"] = model_fingerprint(self.model, self.engine.get("revision"),
                                                self.env)
+        draft = (self.engine.get("speculative_config") or {}).get("model")
+        if isinstance(draft, str) and Path(draft).is_dir():  # a local draft model's files too
+            data["model_hash"] += "+" + model_fingerprint(draft, env=self.env)
         if self.lora_adapter:
             data["adapter_hash"] = model_fingerprint(self.lora_adapter, env=self.env)
         return ArmSpec.from_dict(data)

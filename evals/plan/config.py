@@ -245,6 +245,10 @@ class SpeedSweepConfig(_Strict):
     request_timeout_s: float = Field(600, gt=0, le=3600, description="one request's limit")
     level_timeout_s: float = Field(1800, gt=0, le=24 * 3600,
                                    description="one level's limit; its requests then fail")
+    on_reuse: Literal["recorded", "rerun"] = Field(
+        "recorded", description="an arm whose accuracy items are reused from the run store: "
+        "`recorded` reuses the sweep recorded with them (the same server and sweep settings; "
+        "else it runs again), `rerun` starts the arm's server to sweep again")
 
     @field_validator("concurrency")
     @classmethod
@@ -436,6 +440,15 @@ def _resolve_model(value: str, base_dir: Path) -> str:
     return value
 
 
+def _draft_resolved(engine: dict, base_dir: Path) -> dict:
+    """A draft model's path (`speculative_config: {model: ...}`) resolved as a model's."""
+    spec = engine.get("speculative_config")
+    if not isinstance(spec, dict) or not isinstance(spec.get("model"), str):
+        return engine
+    return {**engine, "speculative_config": {**spec, "model": _resolve_model(spec["model"],
+                                                                            base_dir)}}
+
+
 def apply_arm_defaults(data: dict, source: Path | str) -> dict:
     """`arm_defaults:` (settings every arm shares, e.g. a CPU environment) deep-merged under
     each arm; the key itself is gone afterwards, so a config written either way is the same
@@ -547,6 +560,7 @@ def config_from_data(data: dict, path: Path) -> ABConfig:
         arm = config.arm(name)
         arms[name] = arm.model_copy(update={
             "model": _resolve_model(arm.model, path.parent) if arm.model else None,
+            "engine": _draft_resolved(arm.engine, path.parent),
             "lora_adapter": (_resolve_model(arm.lora_adapter, path.parent)
                              if arm.lora_adapter else None)})
     updates["arms"] = Arms(**arms)

@@ -76,6 +76,13 @@ class ArmCurveRecord(BaseModel):
     accuracy_requests: int | None = Field(None, description="Requests the server had served "
                                           "before the sweep (its warm state).")
     error: str | None = Field(None, description="Why the arm has no sweep, if so.")
+    origin: Literal["ran", "rerun", "reused"] | None = Field(
+        None, description="ran: after the arm's accuracy items on the same server; rerun: "
+        "alone on a fresh server (the accuracy items were reused from the store); reused: the "
+        "sweep recorded with the reused accuracy items (`speed.on_reuse`).")
+    reused_run: str | None = Field(None, description="The run a reused sweep came from.")
+    server_start_seconds: float | None = Field(None, description="The sweep's server start "
+                                               "(a rerun pays it for the sweep alone).")
 
 
 class SpeedupRecord(BaseModel):
@@ -163,7 +170,8 @@ def load_curve_record(curve, gate=None) -> LoadCurveRecord:
         slo_safe_concurrency=arm.slo.safe_concurrency if arm.slo else None,
         slo_confident_concurrency=arm.slo.confident_concurrency if arm.slo else None,
         sweep_seconds=arm.sweep_seconds, accuracy_seconds=arm.accuracy_seconds,
-        accuracy_requests=arm.accuracy_requests, error=arm.error)
+        accuracy_requests=arm.accuracy_requests, error=arm.error, origin=arm.origin,
+        reused_run=arm.reused_run, server_start_seconds=arm.server_start_seconds)
         for name, arm in curve.arms.items()}
     speedups = [SpeedupRecord(concurrency=c) if s is None else
                 SpeedupRecord(concurrency=c, speedup=s.speedup, low=s.low, high=s.high)

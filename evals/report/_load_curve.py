@@ -147,15 +147,24 @@ def _seconds(x) -> str:
 
 
 def _cost_text(curve: LoadCurveRecord) -> str:
+    """The sweep's cost against the accuracy part, and where each arm's sweep came from."""
     parts = []
     for name in ARMS:
         arm = curve.arms.get(name)
         if arm is None or arm.sweep_seconds is None:
             parts.append(f"{name} no sweep")
-            continue
-        parts.append(f"{name} {_seconds(arm.sweep_seconds)} against "
-                     f"{_seconds(arm.accuracy_seconds)} for its accuracy items on the same "
-                     "server")
+        elif arm.origin == "reused":
+            parts.append(f"{name} 0 s here: reused from run {arm.reused_run}, where it took "
+                         f"{_seconds(arm.sweep_seconds)} against "
+                         f"{_seconds(arm.accuracy_seconds)} for its accuracy items")
+        elif arm.origin == "rerun":
+            parts.append(f"{name} {_seconds(arm.sweep_seconds)} rerun alone on a fresh server "
+                         f"(its start {_seconds(arm.server_start_seconds)}; its accuracy items "
+                         "were reused, so the server was not warmed by them)")
+        else:
+            parts.append(f"{name} {_seconds(arm.sweep_seconds)} against "
+                         f"{_seconds(arm.accuracy_seconds)} for its accuracy items on the "
+                         "same server")
     return "sweep wall time: " + "; ".join(parts)
 
 

@@ -36,8 +36,10 @@ BAD_INPUT_PREFIX = "[evals-bad-input] "  # the worker's marker for a bad-input m
 
 
 def arm_is_complete(spec: ArmSpec) -> bool:
+    """Every task done, and a server arm's load sweep recorded (ran, reused or rerun)."""
     layout = ArmLayout(Path(spec.output_dir))
-    return all(layout.task_done(t, spec.key_for(t)) for t in spec.tasks)
+    return all(layout.task_done(t, spec.key_for(t)) for t in spec.tasks) and \
+        not layout.sweep_due(spec)
 
 
 FAULT_TALLY_ENV = "EVALS_FAULTS_TALLY"  # read by evals.faults.vllm_plugin

@@ -17,8 +17,18 @@ SWEEP_FILE = "load_sweep.json"
 """A server arm's raw load sweep (evals.runner.load_sweep), in the arm's folder."""
 
 
+SWEEP_SETTINGS = ("levels", "requests_per_level", "prompts", "output_tokens",
+                  "request_timeout_s", "level_timeout_s")
+"""What of `speed:` a recorded sweep must share to stand in for a reused arm's."""
+
+
 def sweep_path(arm_root: Path) -> Path:
     return Path(arm_root) / SWEEP_FILE
+
+
+def sweep_settings(load_sweep: dict) -> dict:
+    """The settings a sweep record keeps (ArmSpec.load_sweep without `on_reuse`)."""
+    return {k: load_sweep.get(k) for k in SWEEP_SETTINGS}
 
 
 class ArmLayout:
@@ -64,6 +74,11 @@ class ArmLayout:
 
     def task_marker(self, task: str) -> Path:
         return self.tasks_dir / f"{task}.json"
+
+    def sweep_due(self, spec) -> bool:
+        """A server arm of a config with `speed:` whose sweep record is not here yet."""
+        return bool(spec.load_sweep) and spec.mode == "server" and \
+            not sweep_path(self.root).exists()
 
     def task_done(self, task: str, key: str) -> bool:
         """The task's marker has this key and the samples files it vouches for are whole

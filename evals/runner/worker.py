@@ -32,7 +32,7 @@ from evals.runner.config_resolver import engine_arg_names, resolve_report
 from evals.runner.model_inspection import inspect_in_forks
 from evals.runner.engine_lock import EngineLock
 from evals.runner.fork_server import FORKED_ENV
-from evals.runner.layout import ArmLayout, samples_files
+from evals.runner.layout import ArmLayout, samples_files, sweep_settings
 from evals.runner.load_sweep import write_sweep_error
 from evals.runner.lm_eval_env import cache_env_info
 from evals.runner.logprob_capture import write_rows
@@ -224,7 +224,10 @@ def _stop_on_sigterm(signum, frame):
 def run(spec: ArmSpec) -> int:
     layout = ArmLayout(Path(spec.output_dir))
     pending = [t for t in spec.tasks if not layout.task_done(t, spec.key_for(t))]
-    if not pending:
+    # every task reused from the store, but no recorded sweep stands in for this arm's:
+    # its server starts for the sweep alone (`speed.on_reuse`, evals.dispatch.reuse)
+    sweep_only = not pending and layout.sweep_due(spec)
+    if not pending and not sweep_only:
         say(spec, "all tasks already finished; nothing to run")
         return 0
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
@@ -253,7 +256,7 @@ def run(spec: ArmSpec) -> int:
         say(spec, f"starting {spec.mode} model for {spec.model}")
         backend = open_backend(spec, layout, stack, ProgressLines)
         say(spec, f"{MODEL_READY} {backend.engine_start_seconds:.0f} s")
-        layout.write_manifest({
+        server = {
             "arm": spec.arm,
             "mode": spec.mode,
             "backend": backend.description,
@@ -267,7 +270,10 @@ def run(spec: ArmSpec) -> int:
             "model": spec.model,
             "model_hash": spec.model_hash,
             "engine_start_seconds": round(backend.engine_start_seconds, 3),
-        })
+        }
+        # a sweep alone keeps the reused accuracy run's manifest; its server goes beside it
+        layout.write_manifest({**layout.read_manifest(), "sweep_server": server}
+                              if sweep_only else server)
         if not _may_go(spec):
             return 0
         timeline["go"] = time.time()
@@ -281,13 +287,13 @@ def run(spec: ArmSpec) -> int:
                 raise
         if spec.load_sweep and spec.mode == "server":
             try:
-                _run_load_sweep(spec, layout, backend,
+                _run_load_sweep(spec, layout, backend, sweep_only=sweep_only,
                                 accuracy_seconds=time.time() - timeline["go"])
             except Exception as exc:  # the accuracy results stand; the sweep says what failed
                 write_sweep_error(layout.root, spec.arm, f"{type(exc).__name__}: {exc}")
                 say(spec, f"load sweep failed: {type(exc).__name__}: {exc}")
         manifest = layout.read_manifest()
-        manifest.update({
+        (manifest["sweep_server"] if sweep_only else manifest).update({
             "generation": backend.stats,
             "spec_decode": backend.spec_decode(),
             # its own work: the wait for its engine turn left out
@@ -357,8 +363,8 @@ def _run_task(spec: ArmSpec, layout: ArmLayout, backend, manager, task: str,
     say(spec, f"task {position} {task} done in {seconds:.0f} s")
 
 
-def _run_load_sweep(spec: ArmSpec, layout: ArmLayout, backend, *,
-                    accuracy_seconds: float) -> None:
+def _run_load_sweep(spec: ArmSpec, layout: ArmLayout, backend, *, accuracy_seconds: float,
+                    sweep_only: bool = False) -> None:
     """The config's load sweep on this arm's `vllm serve`, after its accuracy items; the raw
     record into <arm>/load_sweep.json (evals.runner.load_sweep)."""
     from evals.runner.backends import server_counters
@@ -380,9 +386,15 @@ def _run_load_sweep(spec: ArmSpec, layout: ArmLayout, backend, *,
         described = f"{source['input_tokens']} random token ids (seed {spec.seed})"
     record = {"arm": spec.arm, "levels": levels, "requests_per_level": n,
               "prompts": described, "output_tokens": int(settings["output_tokens"]),
+              # ran after this arm's accuracy items, or rerun alone (they were reused)
+              "origin": "rerun" if sweep_only else "ran",
+              "settings": sweep_settings(settings),
               # the server's state when the sweep began: warm from these accuracy requests
+              # (none when rerun alone), and what its start cost
               "warm_state": {"accuracy_requests": backend.stats["requests"],
-                             "accuracy_seconds": round(accuracy_seconds, 3)},
+                             "accuracy_seconds": None if sweep_only
+                             else round(accuracy_seconds, 3),
+                             "server_start_seconds": round(backend.engine_start_seconds, 3)},
               "results": []}
     if not prompts:
         record["error"] = f"no prompts: the arm's samples of task {source} were not found"

@@ -138,3 +138,24 @@ def test_the_speed_gate_is_a_step_of_its_own(swept):
     (check,) = summary["load_curve"]["gate"]
     assert check["outcome"] == "met"  # a 60 s SLO holds up to the top level, 4
     assert check["measured"] == "highest SLO-safe concurrency 4"
+
+
+def test_a_rerun_from_the_store_reuses_the_recorded_sweeps_and_says_so(swept):
+    """The same config again, into other reports: both arms' items come from the run store
+    and so do their sweeps (`speed.on_reuse: recorded`); no server starts."""
+    run_dir, first = swept
+    tmp = run_dir.parent.parent
+    reports = tmp / "reports-again"
+    result = run_cli("ab", str(tmp / "load-sweep.yaml"), "--reports", str(reports),
+                     "--store", str(tmp / "store"))
+    assert result.returncode == first["exit_code"], result.stdout + result.stderr
+    assert result.stdout.count("load sweep reused from") == 2, result.stdout
+    assert "starting server model" not in result.stdout + result.stderr
+    again = read_summary(reports)["load_curve"]
+    for arm in ("baseline", "candidate"):
+        assert again["arms"][arm]["origin"] == "reused"
+        assert again["arms"][arm]["reused_run"] == run_dir.name
+        assert first["load_curve"]["arms"][arm]["origin"] == "ran"
+        assert again["arms"][arm]["levels"] == first["load_curve"]["arms"][arm]["levels"]
+    md = (next(reports.glob("*/summary.md"))).read_text(encoding="utf-8")
+    assert f"baseline 0 s here: reused from run {run_dir.name}" in md

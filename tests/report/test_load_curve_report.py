@@ -140,7 +140,8 @@ def test_a_run_without_a_sweep_shows_no_section(regression_run):
 def test_an_arm_without_a_sweep_is_named():
     base = fake_sweep("baseline", {1: 1.0, 2: 1.1, 4: 1.2, 8: 1.4}, seed=1)
     broken = {"arm": "candidate", "results": [], "error": "OSError: no tokenizer"}
-    for candidate, words in ((None, "reused or resumed"), (broken, "OSError: no tokenizer")):
+    for candidate, words in ((None, "none was recorded in the arm's folder"),
+                             (broken, "OSError: no tokenizer")):
         curve = analyse_load_curve({"baseline": base, "candidate": candidate}, levels=LEVELS,
                                    requests_per_level=12, slo_ttft_p95_ms=150.0,
                                    slo_tpot_p95_ms=None, rng=np.random.default_rng(3))

@@ -124,6 +124,8 @@ EXPECTED = {
     "aa": {AVX2: [], AVX512: [], AMX: []},
     "mtp_prefix_serving": {AVX2: [], AVX512: [], AMX: []},
     "mtp_prefix_load_curve": {AVX2: [], AVX512: [], AMX: []},
+    "draft_model_load_curve": {AVX2: [], AVX512: [], AMX: []},
+    "kv_fp8_load_curve": {AVX2: [("arms.candidate", FP8_KV)], AVX512: [], AMX: []},
     "sampled_mtp_prefix": {AVX2: [], AVX512: [], AMX: []},
     "sampled_aa": {AVX2: [], AVX512: [], AMX: []},
     "noised_weights": {AVX2: [], AVX512: [], AMX: []},
