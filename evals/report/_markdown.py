@@ -24,7 +24,8 @@ def environment() -> jinja2.Environment:
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES_DIR), autoescape=False,
         finalize=escape_markdown, undefined=jinja2.StrictUndefined, trim_blocks=True,
-        lstrip_blocks=True, keep_trailing_newline=True)
+        lstrip_blocks=True, keep_trailing_newline=True,
+        bytecode_cache=jinja2.FileSystemBytecodeCache())  # as evals.report._html's
 
 
 def render_markdown(page: ReportPage) -> str:

@@ -25,18 +25,21 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from evals.decide.outcome import Verdict
 from evals.errors import ExitCode, UserError
 from evals.paths import STUDY_FILE, STUDY_MARKDOWN, STUDY_PAGE
 from evals.record.run_record import SUMMARY_FILE, read_run_record
 from evals.record.run_record_model import RunRecord
-from evals.record.study_record import StudyRecord, read_study_record
 from evals.report._outputs import HTML_FILE, JUNIT_FILE, MARKDOWN_FILE
 from evals.report.ci_writes import (DOTENV_ENV, DOTENV_FILE, TITLE, append_text, ci_systems,
                                     shown_path, warn_on_stderr, write_dotenv, dotenv_text,
                                     publish_failure, workflow_command)
 from evals.text_hygiene import one_line
+
+if TYPE_CHECKING:  # a run's outputs need no study record (pydantic models, ~40 ms)
+    from evals.record.study_record import StudyRecord
 
 __all__ = ["annotations", "dotenv_text", "publish_failure", "publish_run", "publish_study",
            "run_outcome", "study_line", "verdict_line", "workflow_command"]
@@ -127,6 +130,8 @@ def publish_study(study_dir: Path, environ: Mapping[str, str] | None = None, ech
     if not (github or gitlab or step_summary):
         return
     study_dir = Path(study_dir)
+    from evals.record.study_record import read_study_record
+
     try:
         study = read_study_record(study_dir / STUDY_FILE)
     except UserError as exc:
