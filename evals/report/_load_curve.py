@@ -154,9 +154,10 @@ def _cost_text(curve: LoadCurveRecord) -> str:
         if arm is None or arm.sweep_seconds is None:
             parts.append(f"{name} no sweep")
         elif arm.origin == "reused":
+            where = (f"against {_seconds(arm.accuracy_seconds)} for its accuracy items"
+                     if arm.accuracy_seconds is not None else "alone on a fresh server")
             parts.append(f"{name} 0 s here: reused from run {arm.reused_run}, where it took "
-                         f"{_seconds(arm.sweep_seconds)} against "
-                         f"{_seconds(arm.accuracy_seconds)} for its accuracy items")
+                         f"{_seconds(arm.sweep_seconds)} {where}")
         elif arm.origin == "rerun":
             parts.append(f"{name} {_seconds(arm.sweep_seconds)} rerun alone on a fresh server "
                          f"(its start {_seconds(arm.server_start_seconds)}; its accuracy items "

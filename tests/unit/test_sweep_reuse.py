@@ -118,6 +118,10 @@ def test_the_cost_line_says_which_arm_ran_reused_or_reran_its_sweep():
     text = _cost({"baseline": ran, "candidate": rerun})
     assert "candidate 4.0 s rerun alone on a fresh server (its start 21 s; its accuracy " \
            "items were reused" in text
+    reused_rerun = {**rerun, "origin": "reused", "reused_run": "run-rerun"}
+    assert _cost({"baseline": ran, "candidate": reused_rerun}).endswith(
+        "candidate 0 s here: reused from run run-rerun, where it took 4.0 s alone on a fresh "
+        "server")
     old = {k: v for k, v in ran.items() if k not in ("origin", "settings")}  # before origins
     assert _cost({"baseline": old, "candidate": ran}).startswith("sweep wall time: baseline "
                                                                    "3.5 s against 7.0 s")
