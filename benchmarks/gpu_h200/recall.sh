@@ -6,21 +6,30 @@
 #   bash benchmarks/gpu_h200/recall.sh [BLOCK ...]      # default: 128 192 256
 # Results under $STATE (default /tmp/recall-state): reports-recall/, logs/, counters.md;
 # copy them to benchmarks/results/<session>/ with the versions the runs recorded.
-# models/tiny-hybrid must be a build that recalls (docs/recall.md); the geometry check stops
-# a run whose resolved geometry cannot trigger (exit 2) before any item runs.
+# The model is models/tiny-hybrid-recall (MODEL= to change it), trained here first by
+# scripts/build_recall_hybrid.py when absent (TRAIN_SECONDS, default 900); every config runs
+# as an `extends:` variant naming that model. The geometry check stops a run whose resolved
+# geometry cannot trigger (exit 2) before any item runs.
 set -u
 STATE="${STATE:-/tmp/recall-state}"
 mkdir -p "$STATE/logs" "$STATE/configs"
 blocks=("$@")
 [ ${#blocks[@]} -eq 0 ] && blocks=(128 192 256)
 repo="$(pwd)"
+MODEL="${MODEL:-$repo/models/tiny-hybrid-recall}"
+if [ ! -f "$MODEL/model.safetensors" ]; then
+  python scripts/build_recall_hybrid.py --device cuda --time-budget "${TRAIN_SECONDS:-900}" \
+    --out "$MODEL" > "$STATE/logs/build_recall_hybrid.log" 2>&1
+  echo "build_recall_hybrid exit $?"; tail -3 "$STATE/logs/build_recall_hybrid.log"
+fi
 
-sync_variant() {  # the config with async scheduling off, beside the original
-  local src="$1" out="$STATE/configs/$(basename "${1%.yaml}")_sync.yaml"
-  local name
+variant() {  # CONFIG ASYNC(true|false): the config on $MODEL, async scheduling as given
+  local src="$1" async="$2" suffix=""
+  [ "$async" = false ] && suffix="-sync"
+  local out="$STATE/configs/$(basename "${src%.yaml}")$suffix.yaml" name
   name="$(sed -n 's/^name: //p' "$src")"
-  printf 'extends: %s\nname: %s-sync\narm_defaults:\n  engine: {async_scheduling: false}\n' \
-    "$repo/$src" "$name" > "$out"
+  printf 'extends: %s\nname: %s%s\nmodel: %s\narm_defaults:\n  engine: {async_scheduling: %s}\n' \
+    "$repo/$src" "$name" "$suffix" "$MODEL" "$async" > "$out"
   echo "$out"
 }
 
@@ -28,7 +37,7 @@ for block in "${blocks[@]}"; do
   for config in "configs/gpu/recall_b$block.yaml" "configs/gpu/study_recall_b$block.yaml"; do
     extra=()
     case "$config" in *study_*) extra=(--parallel 2 --arms-per-gpu 2) ;; esac
-    for variant in "$config" "$(sync_variant "$config")"; do
+    for variant in "$(variant "$config" true)" "$(variant "$config" false)"; do
       log="$STATE/logs/$(basename "${variant%.yaml}").log"
       python -m evals ab "$variant" "${extra[@]}" --reports "$STATE/reports-recall" \
         --store "$STATE/store-recall" > "$log" 2>&1

@@ -20,6 +20,14 @@ def wave_field(task_obj) -> str | None:
     return str(field) if field else None
 
 
+def indexed_without_waves(manager, task: str) -> bool:
+    """True when lm-eval's task index shows the task's config declares no waves (so its
+    documents need not be loaded to find out); False when it does or the index cannot say."""
+    entry = getattr(manager, "task_index", {}).get(task)
+    cfg = getattr(entry, "cfg", None)
+    return isinstance(cfg, dict) and not (cfg.get("metadata") or {}).get("waves")
+
+
 def group_waves(docs: Sequence[dict], field: str, limit: int | None = None,
                 task: str = "") -> list[list[int]]:
     """Item indices per wave, waves in ascending order of their value; `limit` keeps the

@@ -39,7 +39,7 @@ from evals.runner.logprob_capture import write_rows
 from evals.runner.process_cleanup import resource_tracker, stop_processes
 from evals.runner.server import ServerFailed
 from evals.runner.task_index import task_manager
-from evals.runner.waves import group_waves, wave_field
+from evals.runner.waves import group_waves, indexed_without_waves, wave_field
 from evals.plan.schedule import chunks, item_order
 
 
@@ -146,6 +146,8 @@ def _waves(manager, task: str, limit: int | None) -> list[list[int]] | None:
     """The task's item indices per wave (evals.runner.waves), or None for a plain task."""
     from lm_eval.tasks import get_task_dict
 
+    if indexed_without_waves(manager, task):
+        return None
     task_obj = get_task_dict([task], manager).get(task)
     field = wave_field(task_obj)
     if field is None:

@@ -125,7 +125,7 @@ def train(tokenizer, corpus: Corpus, eval_sets: dict[str, list[tuple[str, str]]]
           stop_at: dict[str, float] | None = None,
           validation: dict[str, list[tuple[str, str]]] | None = None, log=print,
           build_model=None, save_model=None, long_length: int = 448, device: str = "cpu",
-          time_budget_s: float | None = None) -> dict:
+          time_budget_s: float | None = None, sampler=None) -> dict:
     """Trains for `steps` steps, or stops early once every validation set's greedy accuracy
     reaches its `stop_at` level (checked every 100 steps). Early stopping keeps the model
     away from 100% on the easy task, so that optimizations can flip answers both ways.
@@ -133,12 +133,14 @@ def train(tokenizer, corpus: Corpus, eval_sets: dict[str, list[tuple[str, str]]]
     `build_model(tokenizer)` and `save_model(model, out_dir)` default to the tiny Qwen2 +
     MiMo MTP model; any model whose forward returns (logits, MTP logits) and that has
     `cfg.eos_token_id` and `hf_config()` trains the same way. `time_budget_s`: stop (and
-    save) at the first log step past this many seconds of training."""
+    save) at the first log step past this many seconds of training. `sampler`: anything with
+    `batch(size, long) -> (ids, weights)`; default: SequenceSampler over `corpus`."""
     random.seed(seed)
     torch.manual_seed(seed)
     torch.set_num_threads(max(1, torch.get_num_threads()))
     model = (build_model or _tiny_model)(tokenizer).to(device)
-    sampler = SequenceSampler(tokenizer, corpus, random.Random(seed), long_length=long_length)
+    sampler = sampler or SequenceSampler(tokenizer, corpus, random.Random(seed),
+                                         long_length=long_length)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.98), weight_decay=0.01)
     warmup = max(1, steps // 20)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evals.runner.waves import group_waves, wave_field
+from evals.runner.waves import group_waves, indexed_without_waves, wave_field
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "tasks" / "recall"
@@ -96,6 +96,15 @@ def test_waves_group_items_in_ascending_wave_order_and_limit_applies_per_wave():
     assert group_waves(docs, "wave", limit=1) == [[1], [0]]
     with pytest.raises(ValueError, match="item 0 has no field `turn`"):
         group_waves(docs, "turn", task="t")
+
+
+def test_the_task_index_tells_plain_tasks_apart_without_loading_them():
+    from lm_eval.tasks import TaskManager
+
+    manager = TaskManager(include_path=[str(REPO / "tasks")], include_defaults=False)
+    assert indexed_without_waves(manager, "tiny_addition")
+    assert not indexed_without_waves(manager, "recall_cold_race_b128")
+    assert not indexed_without_waves(manager, "no_such_task")  # unknown: load and look
 
 
 def test_the_wave_field_comes_from_the_task_metadata():
