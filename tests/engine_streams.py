@@ -27,7 +27,7 @@ ENGINE_STREAMS = {
     "test_config_audit.py": 1, "test_structured_output.py": 1, "test_serving.py": 3,
     "test_lora.py": 1, "test_engine_exit.py": 1, "test_model_inspection.py": 1,
     "test_fault_canaries.py": 2, "test_history.py": 2, "test_ci_examples.py": 2,
-    "test_secret_env_ab.py": 2, "test_recall_waves.py": 2,
+    "test_secret_env_ab.py": 2, "test_recall_waves.py": 2, "test_sampled_repeats.py": 2,
     "test_ray_executor.py": 3, "test_logprob_shift.py": 3, "test_hybrid_model.py": 3,
     "test_reuse_key_engine.py": 3, "test_load_sweep.py": 3,
 }

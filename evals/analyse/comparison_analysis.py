@@ -18,7 +18,7 @@ from evals.pair.clusters import cluster_ids
 from evals.pair.logprobs import TaskLogprobs
 from evals.pair.metric_scale import pair_normalised
 from evals.pair.pairing import PairedTask, pair_task
-from evals.pair.repeats import RepeatScores, pair_repeats
+from evals.pair.repeats import RepeatScores, pair_repeats, with_rates
 from evals.pair.samples import ArmSamples
 from evals.paths import ARMS
 from evals.plan.config import GateConfig, TaskSpec
@@ -106,6 +106,7 @@ def pair_and_analyse(run_dir: Path, tasks: list[TaskSpec], gate: GateConfig, see
             analyses.append(analyse_repeats(p, reps, gated=spec.gate, alpha=gate.alpha,
                                             margin=gate.margin, seed=seed,
                                             n_resamples=gate.bootstrap_resamples, noise=noise))
+            p = paired[-1] = with_rates(p, reps)
         else:
             analyses.append(analyse_task(p, gated=spec.gate, alpha=gate.alpha,
                                          margin=gate.margin, seed=seed,

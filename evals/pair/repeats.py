@@ -11,7 +11,7 @@ repeat count that differs between the arms is an error naming both.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -118,3 +118,23 @@ def pair_repeats(paired: PairedTask, baseline: RepeatScores | None,
         candidate_answers=tuple(map(tuple, columns["candidate", "answers"])),
         baseline_responses=tuple(map(tuple, columns["baseline", "responses"])),
         candidate_responses=tuple(map(tuple, columns["candidate", "responses"])))
+
+
+def with_rates(paired: PairedTask, reps: PairedRepeats) -> PairedTask:
+    """The task's paired items as the sampled analysis sees them: each item's value is its
+    pass rate over the k repeats, its prediction the k extracted answers and its response
+    the k responses, so paired_items.jsonl and the report's changed items show every
+    sample of both arms (not lm-eval's one score per item)."""
+    def records(side, answers, responses):
+        return tuple(replace(record, prediction=" | ".join(answers[i]),
+                             response="\n".join(f"[repeat {r}] {text}"
+                                                for r, text in enumerate(responses[i])))
+                     for i, record in enumerate(side))
+
+    return replace(
+        paired, baseline=reps.baseline.mean(axis=1), candidate=reps.candidate.mean(axis=1),
+        binary=False,
+        baseline_records=records(paired.baseline_records, reps.baseline_answers,
+                                 reps.baseline_responses),
+        candidate_records=records(paired.candidate_records, reps.candidate_answers,
+                                  reps.candidate_responses))

@@ -4,6 +4,8 @@ per-item pass rates with the answer-distribution check beside it
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -11,7 +13,7 @@ from evals.analyse.repeats_analysis import analyse_repeats, distribution_changes
 from evals.decide.verdict import Verdict, apply_answer_gate, decide
 from evals.errors import UserError
 from evals.pair.pairing import PairedTask, pair_task
-from evals.pair.repeats import RepeatScores, pair_repeats
+from evals.pair.repeats import RepeatScores, pair_repeats, with_rates
 from evals.pair.samples import ArmSamples, SampleRecord, _repeats
 from evals.pipelines.compare import filter_of, metric_of
 from evals.stats.repeats import paired_rate_test
@@ -129,3 +131,15 @@ def test_compare_reads_metric_and_filter_as_lm_eval_names_them():
         "exact_match", "maj@8")
     assert (metric_of("acc"), filter_of("acc")) == ("acc", None)
     assert _repeats([[" 1", " 2", " 3"]]) == 3 and _repeats([" 1"]) == 1
+
+
+def test_the_paired_items_carry_rates_and_every_sample():
+    records = tuple(_sample(d, "strip", ["7"]) for d in range(2))
+    paired = replace(_paired([0, 1]), baseline_records=records, candidate_records=records)
+    base = _scores("b", {0: ["7", "1"], 1: ["7", "7"]})
+    cand = _scores("c", {0: ["7", "7"], 1: ["2", "7"]})
+    shown = with_rates(paired, pair_repeats(paired, base, cand, "run"))
+    assert shown.baseline.tolist() == [0.5, 1.0] and shown.candidate.tolist() == [1.0, 0.5]
+    assert not shown.is_binary
+    assert shown.candidate_records[1].prediction == "2 | 7"
+    assert shown.candidate_records[1].response == "[repeat 0]  2\n[repeat 1]  7"
