@@ -51,6 +51,11 @@ class DecodingConfig(BaseModel):
                                 "to the most likely token")
     max_tokens: int | None = Field(None, ge=1, le=1_000_000, description="generated tokens "
                                    "per request at most (the task's max_gen_toks otherwise)")
+    seed_each_request: bool | None = Field(
+        None, description="true (default): each sampled request gets its own seed from the "
+        "run seed, the item and the repeat, the same in both arms (samples paired one to "
+        "one); false: the engine's own random stream, as a server without request seeds "
+        "samples (vLLM runs another code path for seeded requests)")
 
 
 DECODING_FIELDS = tuple(DecodingConfig.model_fields)
@@ -70,10 +75,15 @@ def samples(decoding: dict) -> bool:
     return float(decoding.get("temperature") or 0) > 0
 
 
+def seeds_each_request(decoding: dict) -> bool:
+    """Whether sampled requests get per-request seeds (`seed_each_request`, default on)."""
+    return decoding.get("seed_each_request") is not False
+
+
 def gen_kwargs(decoding: dict) -> dict:
     """lm-eval's `gen_kwargs` for these settings (they update each task's own): lm-eval
     forces temperature 0 unless `do_sample` is true, and names max_tokens `max_gen_toks`."""
-    out = {k: v for k, v in decoding.items() if k != "max_tokens"}
+    out = {k: v for k, v in decoding.items() if k not in ("max_tokens", "seed_each_request")}
     if "max_tokens" in decoding:
         out["max_gen_toks"] = decoding["max_tokens"]
     if "temperature" in decoding:

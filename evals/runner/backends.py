@@ -25,7 +25,7 @@ from evals.runner.effective_config import effective_engine_config
 from evals.runner.engine_call import offline_call, server_call
 from evals.runner.layout import ArmLayout
 from evals.runner.logprob_capture import Capture, generation_params, wrap_generate_until
-from evals.runner.prompt_settings import use_template_text
+from evals.runner.prompt_settings import sampled_with_seeds, use_template_text
 from evals.runner.sample_seeds import SampleSeeds
 from evals.runner.vllm_compat import shutdown_engine
 from evals.runner.worker_imports import BACKEND_MODULES
@@ -209,7 +209,8 @@ def open_backend(spec: ArmSpec, layout: ArmLayout, stack: ExitStack, progress_cl
                           engine_start_seconds=time.time() - started,
                           description="vLLM offline (LLM), lm-eval `vllm` backend",
                           capture=Capture(spec.logprobs) if spec.logprobs else None,
-                          seeds=SampleSeeds(spec.seed) if spec.sampling else None)
+                          seeds=SampleSeeds(spec.seed) if sampled_with_seeds(spec.sampling)
+                          else None)
         _instrument(lm.model, backend, progress_cls, spec.structured_output)
         if backend.capture is not None:
             wrap_generate_until(lm, backend.capture)

@@ -4,7 +4,7 @@ and the decoding settings of `ArmSpec.sampling` (evals.plan.decoding.arm_samplin
 
 from __future__ import annotations
 
-from evals.plan.decoding import gen_kwargs
+from evals.plan.decoding import gen_kwargs, seeds_each_request
 
 
 def prompt_settings(sampling: dict | None) -> dict:
@@ -26,6 +26,12 @@ def prompt_settings(sampling: dict | None) -> dict:
     if kwargs:
         out["gen_kwargs"] = kwargs
     return out
+
+
+def sampled_with_seeds(sampling: dict | None) -> bool:
+    """Whether the arm's sampled requests carry per-request seeds (evals.runner.sample_seeds;
+    greedy requests never do)."""
+    return bool(sampling) and seeds_each_request((sampling or {}).get("decoding") or {})
 
 
 def use_template_text(lm, sampling: dict | None) -> str | None:
@@ -50,8 +56,7 @@ def sampling_record(sampling: dict | None) -> dict | None:
 
     out = {"decoding": dict(sampling.get("decoding") or {}),
            "repeats": int(sampling.get("repeats", 1)),
-           "per_request_seeds": float((sampling.get("decoding") or {}).get("temperature")
-                                      or 0) > 0}
+           "per_request_seeds": sampled_with_seeds(sampling)}
     chat = sampling.get("chat")
     if chat is not None:
         template = chat["template"]

@@ -76,6 +76,12 @@ def test_the_record_names_the_template_file_and_hashes_its_text():
                               "decoding": {"temperature": 0.6}, "repeats": 2, "seed": 1})
     assert record["chat"]["template"] == "/c/t.jinja" and record["per_request_seeds"]
     assert len(record["chat"]["template_sha256"]) == 16 and record["repeats"] == 2
+    unseeded = sampling_record({"decoding": {"temperature": 0.6, "seed_each_request": False},
+                                "repeats": 2, "seed": 1})
+    assert not unseeded["per_request_seeds"]
+    assert prompt_settings({"decoding": {"temperature": 0.6, "seed_each_request": False},
+                            "repeats": 1, "seed": 1})["gen_kwargs"] == {
+        "temperature": 0.6, "do_sample": True}
 
 
 @dataclass
