@@ -23,72 +23,42 @@ is delta < 0. Modules:
 * :mod:`.aa_resampling` - both tests' false alarms on A/As resampled from recorded samples
 """
 
-from .aa_resampling import AaResamplingResult, aa_resampled_false_alarms
-from .answer_distribution import (
-    DistributionTestResult,
-    ItemAnswerShift,
-    answer_distribution_test,
-)
-from .binary import (
-    FlipCounts,
-    McNemarResult,
-    flip_counts,
-    mcnemar_exact,
-    mcnemar_exact_from_counts,
-)
-from .bootstrap import BootstrapResult, paired_bootstrap
-from .clustered import ClusteredPairedResult, clustered_paired_test
-from .pooled import PooledMcNemarResult, pooled_mcnemar
-from .control_chart import CusumChartResult, EwmaChartResult, cusum_chart, ewma_chart
-from .interaction import InteractionResult, interaction_test
-from .intervals import ConfidenceInterval
-from .labels import (
-    MarginalHomogeneityResult,
-    PerClassAccuracy,
-    confusion_matrix,
-    marginal_homogeneity,
-    per_class_accuracy,
-)
-from .lengths import (
-    LengthShiftResult,
-    OutputShareShift,
-    empty_output_shift,
-    paired_length_shift,
-    truncation_shift,
-)
-from .multiple import MultipleTestingResult, benjamini_hochberg, holm
-from .power import (
-    items_needed_for_drop,
-    items_needed_for_noninferiority,
-    mcnemar_power,
-    mde_paired,
-    noninferiority_power,
-)
-from .repeats import (
-    RateTestResult,
-    RepeatsPlan,
-    VarianceComponents,
-    item_rates,
-    items_repeats_for_power,
-    paired_rate_test,
-    variance_components,
-)
-from .sequential import SequentialLook, SequentialResult, sequential_decision
-from .standard_error import ClusteredStandardError, clustered_standard_error
-from .tango import (
-    TangoResult,
-    tango_noninferiority,
-    tango_noninferiority_from_counts,
-    tango_score_interval,
-    tango_score_statistic,
-)
-from .validation import (
-    as_binary,
-    as_paired_arrays,
-    as_paired_binary,
-    check_alternative,
-    check_confidence_level,
-)
+from __future__ import annotations
+
+import importlib
+
+# Each public name and the module that defines it, imported when first asked for (PEP 562):
+# a reader of finished runs that needs one test does not import every module and the parts
+# of scipy they use (`from evals.stats import x` and `stats.x` work as before).
+_EXPORTS = {
+    "aa_resampling": ("AaResamplingResult", "aa_resampled_false_alarms"),
+    "answer_distribution": ("DistributionTestResult", "ItemAnswerShift",
+                            "answer_distribution_test"),
+    "binary": ("FlipCounts", "McNemarResult", "flip_counts", "mcnemar_exact",
+               "mcnemar_exact_from_counts"),
+    "bootstrap": ("BootstrapResult", "paired_bootstrap"),
+    "clustered": ("ClusteredPairedResult", "clustered_paired_test"),
+    "pooled": ("PooledMcNemarResult", "pooled_mcnemar"),
+    "control_chart": ("CusumChartResult", "EwmaChartResult", "cusum_chart", "ewma_chart"),
+    "interaction": ("InteractionResult", "interaction_test"),
+    "intervals": ("ConfidenceInterval",),
+    "labels": ("MarginalHomogeneityResult", "PerClassAccuracy", "confusion_matrix",
+               "marginal_homogeneity", "per_class_accuracy"),
+    "lengths": ("LengthShiftResult", "OutputShareShift", "empty_output_shift",
+                "paired_length_shift", "truncation_shift"),
+    "multiple": ("MultipleTestingResult", "benjamini_hochberg", "holm"),
+    "power": ("items_needed_for_drop", "items_needed_for_noninferiority", "mcnemar_power",
+              "mde_paired", "noninferiority_power"),
+    "repeats": ("RateTestResult", "RepeatsPlan", "VarianceComponents", "item_rates",
+                "items_repeats_for_power", "paired_rate_test", "variance_components"),
+    "sequential": ("SequentialLook", "SequentialResult", "sequential_decision"),
+    "standard_error": ("ClusteredStandardError", "clustered_standard_error"),
+    "tango": ("TangoResult", "tango_noninferiority", "tango_noninferiority_from_counts",
+              "tango_score_interval", "tango_score_statistic"),
+    "validation": ("as_binary", "as_paired_arrays", "as_paired_binary", "check_alternative",
+                   "check_confidence_level"),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 
 __all__ = [
     "AaResamplingResult",
@@ -155,3 +125,16 @@ __all__ = [
     "tango_score_statistic",
     "truncation_shift",
 ]
+
+
+def __getattr__(name: str):
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # asked once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
