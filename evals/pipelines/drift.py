@@ -26,6 +26,9 @@ def run_drift(config: ABConfig, reports_dir: Path = REPORTS_DIR, echo=print,
     """Reruns the deployment arm and compares it with the golden run (see evals.decide.drift)."""
     # plan and preflight
     check_inputs(config)
+    if config.repeats > 1:  # the golden run's stored repeats are not read back yet
+        raise UserError(f"{config.source}: `repeats` is not supported by drift runs yet; "
+                        "compare sampled runs with `ab`.")
     store = open_store(reports_dir, store_root)
     deployment = deployment_name(config)
     golden = store.golden(deployment)

@@ -24,6 +24,7 @@ from evals.analyse.exercise import assess_config
 from evals.analyse.interaction import study_interactions
 from evals.decide.verdict import study_family
 from evals.errors import ExitCode
+from evals.pair.repeats import read_arm_repeats
 from evals.pair.samples import read_output_dir
 from evals.paths import REPORTS_DIR, STUDY_FILE, STUDY_PAGE
 from evals.pipelines.finish import RunEvidence, finish
@@ -89,7 +90,9 @@ def run_study(study: Study, reports_dir: Path = REPORTS_DIR, fresh: bool = False
         analysed[arm] = pair_and_analyse(
             _comparison_dir(run_dir, arm), list(comparison.tasks), comparison.gate,
             comparison.seed, {"baseline": samples[study.baseline], "candidate": samples[arm]},
-            manifests={"baseline": manifests[study.baseline], "candidate": manifests[arm]})
+            manifests={"baseline": manifests[study.baseline], "candidate": manifests[arm]},
+            repeats={"baseline": read_arm_repeats(layouts[study.baseline].root, tasks),
+                     "candidate": read_arm_repeats(layouts[arm].root, tasks)})
     # decide: one Holm family over every gated (arm, task), then each comparison's gates
     family = study_family({(arm, a.task): a.regression_pvalue for arm in ran
                            for a in analysed[arm].analyses if a.gated},
