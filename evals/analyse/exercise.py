@@ -122,8 +122,24 @@ def assess(declared: tuple[str, ...], manifests: dict[str, dict],
             for task in idle:
                 warnings.append(f"task {task}: {name} did not engage on the candidate "
                                 f"(0 {what})")
+    if PREFIX_CACHING in declared:
+        warnings += unresumed_waves((manifests.get("candidate") or {}).get("tasks") or {},
+                                    gated)
     return ExerciseReport(declared=declared, kv_cache_dtype=kv, rows=rows,
                           not_exercised=tuple(not_exercised), warnings=tuple(warnings))
+
+
+def unresumed_waves(records: dict[str, dict], gated: dict[str, bool]) -> list[str]:
+    """A task run in waves (evals.runner.waves) whose later wave got no prefix-cache hits
+    never resumed from what the earlier wave cached: the workload's point was missed."""
+    out = []
+    for task, record in records.items():
+        for wave in (record.get("waves") or [])[1:]:
+            hits = (wave.get("exercise") or {}).get("vllm:prefix_cache_hits")
+            if hits == 0 and gated.get(task, True):
+                out.append(f"task {task}: wave {wave['wave']} got no prefix-cache hits on the "
+                           "candidate, so it did not resume from the earlier wave's cache")
+    return out
 
 
 def assess_config(config: ABConfig, manifests: dict[str, dict], *, candidate: str = "candidate",
