@@ -18,6 +18,7 @@ from evals.analyse.task_analysis import TaskAnalysis, task_rng
 from evals.pair.pairing import PairedTask
 from evals.pair.repeats import PairedRepeats
 from evals.stats.answer_distribution import answer_distribution_test
+from evals.stats.intervals import interval_level
 from evals.stats.repeats import item_rates, paired_rate_test
 
 RATE_TEST_METHOD = "sign_flip"
@@ -51,7 +52,7 @@ def analyse_repeats(paired: PairedTask, reps: PairedRepeats, *, gated: bool, alp
                             method=RATE_TEST_METHOD, n_resamples=SIGN_FLIP_RESAMPLES,
                             seed=task_rng(seed, paired.task + ":rates"))
     boot = stats.paired_bootstrap(rates_b, rates_c, rng=task_rng(seed, paired.task),
-                                  n_resamples=n_resamples, confidence_level=1 - 2 * alpha)
+                                  n_resamples=n_resamples, confidence_level=interval_level(alpha))
     d = rates_c - rates_b
     how = "exact" if test.exact else f"{test.n_resamples} random sign vectors"
     return TaskAnalysis(
