@@ -41,7 +41,7 @@ from .repeats_power import (
     variance_components,
 )
 from .sign_flip import sign_flip_test
-from .validation import as_outcomes, check_alpha, check_margin, check_positive_int
+from .validation import as_outcomes, as_rng, check_alpha, check_margin, check_positive_int
 
 __all__ = ["RateTestResult", "RepeatsPlan", "VarianceComponents", "item_rates",
            "items_repeats_for_power", "paired_rate_test", "variance_components"]
@@ -85,7 +85,8 @@ class RateTestResult:
     """1 - 2 alpha: each bound is a one-sided test at alpha."""
     mde: float
     """Drop detectable with 80% power by a one-sided test at alpha, from the SE
-    (t quantiles with n - 1 degrees of freedom)."""
+    (t quantiles with n - 1 degrees of freedom); NaN when the SE is 0 (no item's rate
+    difference varies, so the data say nothing about the spread)."""
     margin: float
     alpha: float
     n_items: int
@@ -165,7 +166,8 @@ def paired_rate_test(baseline: Any, candidate: Any, *, margin: float, alpha: flo
     n = d.size
     delta = float(d.mean())
     se = float(d.std(ddof=1)) / math.sqrt(n)
-    mde = float((stats.t.isf(alpha, n - 1) + stats.t.isf(1 - POWER_FOR_MDE, n - 1)) * se)
+    mde = float((stats.t.isf(alpha, n - 1) + stats.t.isf(1 - POWER_FOR_MDE, n - 1)) * se) \
+        if se > 0 else math.nan
     degenerate = ALL_DIFFERENCES_ZERO if not d.any() else None
     common = dict(delta=delta, standard_error=se, confidence_level=interval_level(alpha), mde=mde,
                   margin=margin, alpha=alpha, n_items=int(n), repeats=k, missing=missing,
@@ -184,7 +186,7 @@ def paired_rate_test(baseline: Any, candidate: Any, *, margin: float, alpha: flo
             statistic=statistic, pvalue=p_ni, pvalue_drop=p_drop,
             ci_low=max(-1.0, delta - half), ci_high=min(1.0, delta + half),
             exact=False, n_resamples=0, **common)
-    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    rng = as_rng(seed)
     flips = sign_flip_test(d, mu_greater=-margin, alpha=alpha, n_resamples=n_resamples,
                            rng=rng, bounds=(-1.0, 1.0))
     return RateTestResult(

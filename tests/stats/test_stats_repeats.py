@@ -126,6 +126,7 @@ def test_missing_samples_and_identical_arms():
     for method in ("t", "sign_flip"):
         same = paired_rate_test(base, base, margin=0.1, method=method)
         assert same.degenerate and same.pvalue_drop == 1.0 and same.delta == 0.0
+        assert np.isnan(same.mde)
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -138,7 +139,7 @@ def test_missing_samples_and_identical_arms():
     (dict(baseline=np.vstack([np.ones((4, 4)), np.full((1, 4), np.nan)])),
      "no sample at all for item 4"),
     (dict(method="bootstrap"), "method must be one of"),
-    (dict(alpha=0.6), "alpha must be below 0.5"),
+    (dict(alpha=0.6), r"alpha must be in \(0, 0.5\)"),
     (dict(seed=-1), "seed must be an integer >= 0 or a numpy.random.Generator"),
     (dict(baseline=np.ones((1, 4)), candidate=np.ones((1, 4))), "at least two items"),
 ])
