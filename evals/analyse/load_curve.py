@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from evals.record.schemas import LOAD_SWEEP
+from evals.schemas import LOAD_SWEEP
 from evals.runner.layout import sweep_path
 from evals.stats.load_curve import (Crossover, LevelSpeedup, LevelSummary, SloResult, crossover,
                                     level_speedup, level_summary, slo_safe_concurrency)

@@ -28,7 +28,7 @@ from evals.analyse.task_analysis import TaskAnalysis
 from evals.plan.config import ABConfig
 from evals.errors import UserError
 from evals.decide.outcome import DRIFT_KIND as KIND
-from evals.record.schemas import DRIFT_CHART
+from evals.schemas import DRIFT_CHART
 from evals.decide.verdict import RunVerdict, Verdict
 
 

@@ -19,7 +19,7 @@ from evals.plan.decoding import arm_sampling
 from evals.plan.study import Study
 from evals.errors import UserError
 from evals.paths import ARMS
-from evals.record.schemas import SPEED_RECORD
+from evals.schemas import SPEED_RECORD
 from evals.dispatch.arm_origins import RERUN
 from evals.dispatch.reuse import reuse_finished_tasks, reuse_recorded_sweep
 from evals.runner.asks import Answerer

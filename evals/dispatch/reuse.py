@@ -25,7 +25,7 @@ from pathlib import Path
 
 from evals.errors import UserError
 from evals.plan.arm_spec import ArmSpec
-from evals.record.schemas import LOAD_SWEEP
+from evals.schemas import LOAD_SWEEP
 from evals.runner.layout import ArmLayout, sweep_path, sweep_settings
 
 

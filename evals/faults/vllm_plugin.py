@@ -47,7 +47,7 @@ def _count(name: str, n: int = 1) -> None:
         os.makedirs(folder, exist_ok=True)
         _tally_fd.append(os.open(os.path.join(folder, f"{os.getpid()}.json"),
                                  os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
-    # evals.record.schemas.FAULT_TALLY, version 1
+    # evals.schemas.FAULT_TALLY, version 1
     record = json.dumps({"schema_version": 1, "fired": _tally}).encode().ljust(_TALLY_WIDTH)
     os.pwrite(_tally_fd[0], record, 0)
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evals.errors import UserError
-from evals.record.schemas import LOGPROBS_HEADER
+from evals.schemas import LOGPROBS_HEADER
 
 
 @dataclass(frozen=True, slots=True)

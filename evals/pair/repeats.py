@@ -18,7 +18,7 @@ import numpy as np
 
 from evals.errors import UserError
 from evals.pair.pairing import PairedTask
-from evals.record.schemas import REPEAT_SCORES
+from evals.schemas import REPEAT_SCORES
 
 
 @dataclass(frozen=True, slots=True)

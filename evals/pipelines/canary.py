@@ -27,7 +27,7 @@ from evals.plan.canary import default_faults, faulty_config, with_v1_runner
 from evals.plan.config import ABConfig
 from evals.preflight.cpu_support import engine_on_cpu
 from evals.record.canary_record import TARGET_POWER, CanaryRecord, CleanRun, fault_result
-from evals.record.schemas import CANARY
+from evals.schemas import CANARY
 from evals.record.run_record import read_run_record
 from evals.dispatch.arms import run_id_for
 

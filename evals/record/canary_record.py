@@ -19,7 +19,7 @@ from evals.errors import ExitCode
 from evals.faults.catalog import FAULTS
 from evals.record.run_record import read_run_record
 from evals.record.run_record_model import RunRecord, StoredRecord, TaskRecord
-from evals.record.schemas import CANARY
+from evals.schemas import CANARY
 
 TARGET_POWER = 0.8
 
@@ -85,7 +85,7 @@ class CanaryRecord(StoredRecord):
 
 
 def read_canary_record(path: Path) -> CanaryRecord:
-    """The one reader of canary.json (its version checked by evals.record.schemas.CANARY)."""
+    """The one reader of canary.json (its version checked by evals.schemas.CANARY)."""
     return CanaryRecord.from_stored(CANARY.read(path), path)
 
 

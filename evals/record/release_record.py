@@ -2,7 +2,7 @@
 builder, its one writer and its one reader; and `run_facts`, what the release decision
 (evals.decide.release) takes of a run's RunRecord.
 
-The reader refuses a release.json newer than this suite (evals.record.schemas.RELEASE); the
+The reader refuses a release.json newer than this suite (evals.schemas.RELEASE); the
 release page, release.md, junit.xml and the CI outputs take this model.
 """
 
@@ -22,7 +22,7 @@ from evals.decide.release import ReleaseDecision, RunFacts, TaskResult
 from evals.errors import UserError
 from evals.plan.release_policy import ReleasePolicy
 from evals.record.run_record_model import RunRecord, StoredRecord
-from evals.record.schemas import RELEASE
+from evals.schemas import RELEASE
 
 RELEASE_FILE = "release.json"
 _CONFIG = ConfigDict(extra="forbid", ser_json_inf_nan="constants")

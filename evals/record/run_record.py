@@ -19,7 +19,7 @@ from evals import __version__
 from evals.decide.outcome import Verdict
 from evals.errors import UserError
 from evals.record.load_curve_record import LoadCurveRecord
-from evals.record.schemas import PAIRED_ITEMS, SUMMARY
+from evals.schemas import PAIRED_ITEMS, SUMMARY
 from evals.record.run_record_model import GateRecord, GateStepRecord, RunRecord, TaskRecord
 from evals.text_hygiene import one_line
 

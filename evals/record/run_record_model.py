@@ -2,7 +2,7 @@
 
 The pipeline builds it once (evals.record.run_record.build_summary), writes it once
 (`write_run`) and reads it back through one reader (`read_run_record`), which migrates an
-older summary.json (evals.record.schemas.SUMMARY) and refuses a newer one; the reports, the
+older summary.json (evals.schemas.SUMMARY) and refuses a newer one; the reports, the
 CI outputs, the canary and studies take this model, as inspect_ai's viewer takes its
 `EvalLog`. `model_dump()` gives the exact summary.json layout: a record holds the keys it
 was given (the builder gives every key it always writes and the optional parts the run has;
@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serial
 
 from evals.errors import UserError
 from evals.record.load_curve_record import LoadCurveRecord
-from evals.record.schemas import SUMMARY
+from evals.schemas import SUMMARY
 from evals.text_hygiene import one_line
 
 # NaN stays NaN in the dump (a degenerate task's p-value), as json.dumps writes it

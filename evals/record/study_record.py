@@ -17,7 +17,7 @@ from evals.decide.outcome import Verdict
 from evals.errors import ExitCode
 from evals.plan.study import Study
 from evals.record.platform_record import run_platform
-from evals.record.schemas import STUDY
+from evals.schemas import STUDY
 from evals.record.run_record_model import RunRecord, StoredRecord, TaskRecord
 
 _CONFIG = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
@@ -90,7 +90,7 @@ class StudyRecord(StoredRecord):
 
 
 def read_study_record(path: Path) -> StudyRecord:
-    """The one reader of study.json (its version checked by evals.record.schemas.STUDY)."""
+    """The one reader of study.json (its version checked by evals.schemas.STUDY)."""
     return StudyRecord.from_stored(STUDY.read(path), path)
 
 

@@ -20,7 +20,7 @@ from markupsafe import Markup
 
 from evals.errors import UserError
 from evals.decide.outcome import DRIFT_KIND
-from evals.record.schemas import DRIFT_CHART
+from evals.schemas import DRIFT_CHART
 from evals.report._html import PACKAGE_DIR, _csp_hash, environment
 from evals.report._outputs import _write_atomic
 from evals.report._summary_rows import verdict_class

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from evals.errors import UserError
-from evals.record.schemas import ARM_MANIFEST, CHUNK_MARKER, FAULT_TALLY, TASK_MARKER
+from evals.schemas import ARM_MANIFEST, CHUNK_MARKER, FAULT_TALLY, TASK_MARKER
 
 # lm-eval's name for a task's `--log_samples` file
 _SAMPLES_RE = re.compile(r"^samples_(?P<task>.+)_(?P<stamp>\d{4}-\d{2}-\d{2}T[\d\-.]+)\.jsonl$")

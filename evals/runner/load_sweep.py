@@ -26,7 +26,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from evals.record.schemas import LOAD_SWEEP
+from evals.schemas import LOAD_SWEEP
 from evals.runner.layout import sweep_path
 
 METRICS_INTERVAL_S = 0.5

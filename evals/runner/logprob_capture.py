@@ -20,7 +20,7 @@ import json
 import os
 from pathlib import Path
 
-from evals.record.schemas import LOGPROBS_HEADER
+from evals.schemas import LOGPROBS_HEADER
 
 DECIMALS = 6
 

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from numbers import Real
 from pathlib import Path
 
-from evals.record.schemas import REPEAT_SCORES
+from evals.schemas import REPEAT_SCORES
 
 
 @contextmanager

@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from evals.hardware import probe
 from evals.plan.arm_spec import ArmSpec
-from evals.record.schemas import SPEED_RECORD
+from evals.schemas import SPEED_RECORD
 from evals.runner.backends import import_backend, open_backend
 from evals.runner.asks import (ENGINE_TURN, GO, LOOK, MODEL_READY, RELEASE, RESOLVE, RESOLVED,
                                ask)

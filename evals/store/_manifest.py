@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from evals.errors import UserError
-from evals.record.schemas import STORE_MANIFEST
+from evals.schemas import STORE_MANIFEST
 
 MANIFEST_SCHEMA_VERSION = STORE_MANIFEST.version
 

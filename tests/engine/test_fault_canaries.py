@@ -21,7 +21,7 @@ import yaml
 from engine_helpers import CPU_ENV, ENGINE, MODEL, REPO, run_cli, save_artifact, write_config
 
 from evals.record.canary_record import read_canary_record
-from evals.record.schemas import CANARY, STUDY
+from evals.schemas import CANARY, STUDY
 
 # enforce_eager: these tests check accuracy faults, not compilation (a quicker engine start)
 EAGER = {**ENGINE, "enforce_eager": True, "block_size": 32}

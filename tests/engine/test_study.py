@@ -8,7 +8,7 @@ import sqlite3
 import yaml
 from engine_helpers import CPU_ENV, ENGINE, LIMIT, MODEL, run_cli
 
-from evals.record.schemas import STUDY
+from evals.schemas import STUDY
 
 # the settings of conftest's shared `mtp_prefix_run`: these arms come from the session store
 PLAIN = {**ENGINE, "enable_prefix_caching": False}

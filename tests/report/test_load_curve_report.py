@@ -14,7 +14,7 @@ import pytest
 from evals.analyse.load_curve import analyse_load_curve
 from evals.record.load_curve_record import load_curve_record
 from evals.record.run_record import read_run_record
-from evals.record.schemas import SUMMARY
+from evals.schemas import SUMMARY
 from evals.report import write_reports
 
 LEVELS = [1, 2, 4, 8]

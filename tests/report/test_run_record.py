@@ -14,7 +14,7 @@ import pytest
 from evals.pipelines.compare import run_compare
 from evals.errors import UserError
 from evals.plan.config import GateConfig
-from evals.record.schemas import SUMMARY
+from evals.schemas import SUMMARY
 from evals.record.run_record import SUMMARY_FILE, read_paired_items, read_run_record
 from evals.record.run_record_model import RunRecord
 from evals.report import write_reports

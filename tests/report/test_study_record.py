@@ -9,7 +9,7 @@ import pytest
 from synthetic_runs import study_record
 
 from evals.errors import UserError
-from evals.record.schemas import STUDY
+from evals.schemas import STUDY
 from evals.record.study_record import StudyRecord, read_study_record
 from evals.report.ci_outputs import study_line
 from evals.report.study import write_study_page

@@ -325,7 +325,7 @@ def test_gate_config_refuses_a_code_that_is_not_the_verdicts(passing_run, tmp_pa
 def _study(tmp_path: Path) -> Path:
     from synthetic_runs import study_record
 
-    from evals.record.schemas import STUDY
+    from evals.schemas import STUDY
     from evals.record.study_record import StudyRecord
     from evals.report.study import write_study_page
 

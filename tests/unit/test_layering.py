@@ -34,7 +34,7 @@ STAGES = (
 )
 SHARED = ("evals", "evals.errors", "evals.paths", "evals.atomic_files", "evals.hardware",
           "evals.text_hygiene", "evals.faults", "evals.faults.catalog",
-          "evals.record.schemas",  # every stored record's schema version
+          "evals.schemas",  # every stored record's schema version, used by each writer
           "evals.runner.vllm_compat")  # the supported vLLM range, read by the fault catalog
 
 

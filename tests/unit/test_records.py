@@ -1,6 +1,6 @@
 """Every stored JSON record: written at the current version with schema_version first,
 read back unchanged, older versions migrated, newer ones and non-records refused with the
-file named (evals.record.schemas)."""
+file named (evals.schemas)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from evals.plan.arm_spec import ArmSpec
 from evals.errors import UserError
-from evals.record.schemas import (ARM_SPEC, FAULT_TALLY, KEY, KINDS, PAIRED_ITEMS, SUMMARY,
+from evals.schemas import (ARM_SPEC, FAULT_TALLY, KEY, KINDS, PAIRED_ITEMS, SUMMARY,
                            RecordKind)
 from evals.record.run_record import read_paired_items, read_summary
 from evals.runner.layout import ArmLayout
@@ -161,7 +161,7 @@ def test_every_stored_json_record_is_written_by_its_record_kind():
     record kinds, the only JSON writer is the worker's questions' answers, which are not
     stored (evals.runner.asks deletes each once read)."""
     package = Path(__file__).resolve().parents[2] / "evals"
-    allowed = {Path("atomic_files.py"), Path("record/schemas.py"), Path("runner/asks.py")}
+    allowed = {Path("atomic_files.py"), Path("schemas.py"), Path("runner/asks.py")}
     offenders = [f"{path.relative_to(package)}:{number}"
                  for path in package.rglob("*.py") if path.relative_to(package) not in allowed
                  for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)

@@ -15,7 +15,7 @@ from evals.analyse.load_curve import analyse_load_curve
 from evals.dispatch.reuse import reuse_recorded_sweep
 from evals.plan.arm_spec import ArmSpec
 from evals.record.load_curve_record import load_curve_record
-from evals.record.schemas import LOAD_SWEEP
+from evals.schemas import LOAD_SWEEP
 from evals.report._load_curve import _cost_text
 from evals.runner.launch import arm_is_complete
 from evals.runner.layout import ArmLayout, sweep_path, sweep_settings
