@@ -6,7 +6,7 @@ returns at once and patches nothing: an arm that did not ask for a fault runs th
 unmodified engine. With it, it checks every patch point the arm's faults need (the class
 and method exist, the parameters are the ones the wrapper passes on: `missing_patch_points`)
 and refuses by name what it cannot patch, then wraps the few internals each fault lives in
-(see `evals.faults.catalog` for the bugs they model). No version string decides: the same
+(see `evals.plan.fault_catalog` for the bugs they model). No version string decides: the same
 patches run on every vLLM release whose internals fit (0.26 counts prefix-cache hits inside
 `get_computed_blocks`, 0.29+ from its returned count; 0.33 passes `max_cache_hit_length`).
 Each fault counts how often it fired; with `EVALS_FAULTS_TALLY` set, the counts go to
@@ -22,7 +22,7 @@ import os
 
 import numpy as np
 
-from evals.faults.catalog import ENV_VAR, decode_env, fault_fires
+from evals.plan.fault_catalog import ENV_VAR, decode_env, fault_fires
 from evals.runner.vllm_compat import installed_vllm
 
 TALLY_ENV = "EVALS_FAULTS_TALLY"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from evals.errors import UserError
-from evals.faults.catalog import FAULTS
+from evals.plan.fault_catalog import FAULTS
 from evals.plan.config import ABConfig, ArmConfig, Arms
 from evals.plan.optimizations import FP8_KV_CACHE, PREFIX_CACHING, SPEC_DECODE, declared_optimizations
 

@@ -17,7 +17,7 @@ from pydantic import (BaseModel, ConfigDict, Field, ValidationError, field_seria
 
 from evals.errors import UserError
 from evals.paths import REPO_ROOT, TASKS_DIR
-from evals.faults.catalog import FAULTS, check_applies
+from evals.plan.fault_catalog import FAULTS, check_applies
 from evals.plan.decoding import (ChatConfig, DecodingConfig, check_chat_template,
                                  check_decoding_overrides, check_serving_modes,
                                  resolve_template)

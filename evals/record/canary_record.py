@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from evals import stats
 from evals.errors import ExitCode
-from evals.faults.catalog import FAULTS
+from evals.plan.fault_catalog import FAULTS
 from evals.record.run_record import read_run_record
 from evals.record.run_record_model import RunRecord, StoredRecord, TaskRecord
 from evals.schemas import CANARY
@@ -32,7 +32,7 @@ class FaultResult(BaseModel):
 
     model_config = _CONFIG
 
-    fault: str = Field(description="The fault's name (evals.faults.catalog).")
+    fault: str = Field(description="The fault's name (evals.plan.fault_catalog).")
     rate: float = Field(description="The rate it was injected at.")
     harmful: bool = Field(description="Whether the fault changes answers (the gate must "
                                       "catch it) or is benign (it must not).")

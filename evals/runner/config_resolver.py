@@ -37,7 +37,7 @@ from evals.plan.arm_spec import ArmSpec
 from evals.runner.effective_config import flatten_vllm_config
 from evals.runner.engine_lock import EngineLock
 from evals.runner.engine_call import offline_engine_args, server_call
-from evals.faults.catalog import ENV_VAR as FAULTS_ENV
+from evals.plan.fault_catalog import ENV_VAR as FAULTS_ENV
 from evals.runner.launch import FAULT_TALLY_ENV, start_python, stop_process_group, worker_env
 from evals.runner.model_inspection import inspect_in_forks
 

@@ -22,8 +22,8 @@ from pathlib import Path
 from evals.plan.arm_spec import ArmSpec
 from evals.errors import RunFailed, UserError
 from evals.paths import REPO_ROOT
-from evals.faults.catalog import ENV_VAR as FAULTS_ENV
-from evals.faults.catalog import encode_env
+from evals.plan.fault_catalog import ENV_VAR as FAULTS_ENV
+from evals.plan.fault_catalog import encode_env
 from evals.runner import fork_server
 from evals.runner.asks import (ASK_DIR_ENV, ASK_PREFIX, ENDED, ENGINE_TURN, GO, RELEASE,
                                Answerer, answer_line)

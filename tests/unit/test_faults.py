@@ -15,7 +15,7 @@ import pytest
 from evals.plan.arm_spec import ArmSpec
 from evals.plan.config import load_config
 from evals.errors import UserError
-from evals.faults.catalog import (ENV_VAR, FAULTS, check_applies,
+from evals.plan.fault_catalog import (ENV_VAR, FAULTS, check_applies,
                                   decode_env, encode_env, fault_fires)
 from evals.runner.launch import FAULT_TALLY_ENV, worker_env
 from evals.runner.layout import ArmLayout

@@ -15,13 +15,15 @@ DOWNSTREAM_OF_THE_RUNNER = ("evals.pair.pairing", "evals.pair.metric_scale", "ev
 
 
 # The stages in the order the data flows; a module may import its own stage, an earlier
-# one, and the shared modules. A name covers the module and everything below it; the
-# longest name that covers a module decides its stage.
+# one, and the shared modules. Each stage is whole folders (or top-level modules), with no
+# module of a folder placed elsewhere; the shared modules are top-level leaves that import
+# only each other.
 STAGES = (
     ("statistics", ("evals.stats",)),  # pure: arrays in, results out (plan's sample sizes use them)
-    ("config", ("evals.plan",)),
-    # the worker side: the one door to lm-eval and vLLM, also for the preflight's audit
-    ("arm runs, worker side", ("evals.runner", "evals.faults.vllm_plugin")),
+    ("plan", ("evals.plan",)),  # the config, the arm specs, the fault catalog
+    # the worker side: the one door to lm-eval and vLLM (the fault plugin runs inside vLLM);
+    # preflight asks it how an arm's engine will be called without starting one
+    ("arm runs, worker side", ("evals.runner", "evals.faults")),
     ("preflight", ("evals.preflight",)),
     ("arm runs, parent side", ("evals.dispatch",)),
     ("paired samples", ("evals.pair",)),
@@ -29,13 +31,10 @@ STAGES = (
     ("verdict", ("evals.decide",)),
     ("record", ("evals.record",)),
     ("report and history", ("evals.report", "evals.store")),
-    ("pipelines", ("evals.pipelines", "evals.cli",
-                   "evals.__main__")),
+    ("pipelines", ("evals.pipelines", "evals.cli", "evals.__main__")),
 )
 SHARED = ("evals", "evals.errors", "evals.paths", "evals.atomic_files", "evals.hardware",
-          "evals.text_hygiene", "evals.faults", "evals.faults.catalog",
-          "evals.schemas",  # every stored record's schema version, used by each writer
-          "evals.runner.vllm_compat")  # the supported vLLM range, read by the fault catalog
+          "evals.text_hygiene", "evals.schemas")
 
 
 def _module(path: Path) -> str:

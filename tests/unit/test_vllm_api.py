@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from evals.faults import vllm_plugin
-from evals.faults.catalog import FAULTS
+from evals.plan.fault_catalog import FAULTS
 from evals.faults.vllm_plugin import (PATCH_POINTS, V1_RUNNER_ENV, kv_writers,
                                       missing_patch_points, point_key)
 from evals.runner import vllm_compat

@@ -1,5 +1,7 @@
 """The fault catalog: what each canary fault models, when it applies, and how an arm asks for
-one. Pure: no vLLM import (the patches live in evals.faults.vllm_plugin).
+one. Pure: no vLLM import (the patches live in evals.faults.vllm_plugin,
+which checks each patch point when it registers on a release in
+evals.runner.vllm_compat.SUPPORTED).
 
 A fault is deterministic: whether it touches a request or token is decided by a hash of
 that request's or token's content and the fault's name (`fault_fires`), so a rerun of the
@@ -12,15 +14,8 @@ import hashlib
 import json
 from dataclasses import dataclass
 
-from evals.runner.vllm_compat import SUPPORTED
-
 ENV_VAR = "EVALS_FAULTS"
 """The arm's faults as JSON, set only in that arm's worker environment."""
-
-SUPPORTED_VLLM = SUPPORTED
-"""[oldest, first unsupported) vLLM release: the range whose internals the patches were
-read against; within it, the plugin checks each patch point when it registers
-(evals.faults.vllm_plugin.missing_patch_points)."""
 
 
 @dataclass(frozen=True, slots=True)
