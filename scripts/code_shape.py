@@ -1,7 +1,11 @@
-"""The shape of evals/: import cycles, upward imports against the stage order, the largest
-modules and the longest functions. The import graph and the stage order are the ones
-tests/unit/test_layering.py checks (module-level and function-level imports), so a figure
+"""The shape of evals/: each stage's modules, import cycles, imports that run back up the
+stage order, the largest modules and the longest functions. The import graph (module-level
+and function-level imports, `from x import y` read as the module x.y where there is one)
+and the stage order are the ones tests/unit/test_layering.py states and checks: whole
+folders per stage, shared only the top-level leaf modules, no other allowance; a figure
 here and a failure there speak of the same thing.
+
+Exits 1 when there is an import cycle, an import of a later stage, or a module in no stage.
 
 Usage:
     python scripts/code_shape.py [--most 10]
@@ -49,7 +53,15 @@ def function_lines(sources: dict[str, Path]) -> list[tuple[int, str]]:
     return sorted(found, reverse=True)
 
 
-def main(argv: list[str] | None = None) -> None:
+def stage_modules(layering, sources) -> list[tuple[str, list[str]]]:
+    """(stage, its modules) in the stated order, the shared modules first."""
+    rows = [("shared", sorted(m for m in sources if layering.stage_of(m) is None))]
+    rows += [(name, sorted(m for m in sources if layering.stage_of(m) == place))
+             for place, (name, _) in enumerate(layering.STAGES)]
+    return rows + [("in no stage", sorted(m for m in sources if layering.stage_of(m) == -1))]
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--most", type=int, default=10, help="rows of the size tables")
     args = parser.parse_args(argv)
@@ -59,6 +71,10 @@ def main(argv: list[str] | None = None) -> None:
     cycles = layering.cycles(graph)
     upward = layering.upward_imports(graph)
     print(f"modules: {len(sources)}, import edges: {sum(map(len, graph.values()))}")
+    print("stages, in order:")
+    for stage, modules in stage_modules(layering, sources):
+        if modules or stage != "in no stage":
+            print(f"  {stage} ({len(modules)}): {' '.join(m.removeprefix('evals.') for m in modules)}")
     print(f"import cycles: {len(cycles)}")
     for members in cycles:
         print(f"  {len(members)}: {' '.join(members)}")
@@ -71,7 +87,9 @@ def main(argv: list[str] | None = None) -> None:
     print("longest functions (lines):")
     for n, name in function_lines(sources)[:args.most]:
         print(f"  {n:5d} {name}")
+    unplaced = stage_modules(layering, sources)[-1][1]
+    return 1 if cycles or upward or unplaced else 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -6,6 +6,8 @@ the package. scripts/code_shape.py prints the same graph's cycles and upward imp
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "evals"
@@ -227,6 +229,16 @@ def test_every_module_imports_only_its_own_or_an_earlier_stage():
 def test_the_package_has_no_import_cycles():
     found = cycles(import_graph())
     assert found == [], "import cycles: " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def test_code_shape_finds_no_cycle_and_no_upward_import():
+    """scripts/code_shape.py's check, as a user runs it: exit 0, each count printed as 0."""
+    script = PACKAGE.parent / "scripts" / "code_shape.py"
+    done = subprocess.run([sys.executable, str(script), "--most", "1"], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "import cycles: 0\n" in done.stdout and "upward imports: 0\n" in done.stdout
+    assert "in no stage" not in done.stdout and "  plan (" in done.stdout
 
 
 def test_the_cycle_finder_names_every_member():
