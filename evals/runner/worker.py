@@ -37,6 +37,8 @@ from evals.runner.load_sweep import write_sweep_error
 from evals.runner.lm_eval_env import cache_env_info
 from evals.runner.logprob_capture import write_rows
 from evals.runner.process_cleanup import resource_tracker, stop_processes
+from evals.runner.prompt_settings import prompt_settings, sampling_record
+from evals.runner.repeat_scores import tasks_with_repeats, write_repeat_scores
 from evals.runner.server import ServerFailed
 from evals.runner.task_index import task_manager
 from evals.runner.waves import group_waves, indexed_without_waves, wave_field
@@ -67,19 +69,27 @@ class ProgressLines(tqdm):
 
 
 def _evaluate(spec: ArmSpec, lm, manager, task: str, output_dir: Path,
-              indices: list[int] | None = None) -> tuple[dict, dict]:
+              indices: list[int] | None = None,
+              repeats_file: Path | None = None) -> tuple[dict, dict]:
     """One lm-eval run of one task (all items, the limit, or the given item indices),
-    saved in lm-eval's own layout under output_dir."""
+    saved in lm-eval's own layout under output_dir; the arm's chat template, system prompt
+    and decoding settings applied, and with `repeats: k` every repeat's score written to
+    `repeats_file` (evals.runner.repeat_scores)."""
     from lm_eval import simple_evaluate
     from lm_eval.loggers import EvaluationTracker
 
     tracker = EvaluationTracker(output_path=str(output_dir))
-    results = simple_evaluate(
-        model=lm, tasks=[task], limit=None if indices is not None else spec.limit,
-        samples=None if indices is None else {task: indices},
-        num_fewshot=spec.num_fewshot, log_samples=True, evaluation_tracker=tracker,
-        task_manager=manager, random_seed=spec.seed, numpy_random_seed=spec.seed,
-        torch_random_seed=spec.seed, fewshot_random_seed=spec.seed, bootstrap_iters=0)
+    repeats = int((spec.sampling or {}).get("repeats", 1))
+    with tasks_with_repeats(manager, repeats) as loaded:
+        results = simple_evaluate(
+            model=lm, tasks=[task], limit=None if indices is not None else spec.limit,
+            samples=None if indices is None else {task: indices},
+            num_fewshot=spec.num_fewshot, log_samples=True, evaluation_tracker=tracker,
+            task_manager=manager, random_seed=spec.seed, numpy_random_seed=spec.seed,
+            torch_random_seed=spec.seed, fewshot_random_seed=spec.seed, bootstrap_iters=0,
+            **prompt_settings(spec.sampling))
+    if repeats_file is not None and repeats > 1 and task in loaded:
+        write_repeat_scores(repeats_file, task, loaded[task])
     samples = results.pop("samples")
     tracker.save_results_aggregated(results=results, samples=samples)
     for name in results["configs"]:
@@ -272,6 +282,8 @@ def run(spec: ArmSpec) -> int:
             "model": spec.model,
             "model_hash": spec.model_hash,
             "engine_start_seconds": round(backend.engine_start_seconds, 3),
+            # the chat template, system prompt, decoding settings and repeats it ran with
+            "sampling": sampling_record(spec.sampling),
         }
         # a sweep alone keeps the reused accuracy run's manifest; its server goes beside it
         layout.write_manifest({**layout.read_manifest(), "sweep_server": server}
@@ -328,6 +340,8 @@ def _run_task(spec: ArmSpec, layout: ArmLayout, backend, manager, task: str,
     before = {"generated_tokens": stats["generated_tokens"], "requests": stats["requests"]}
     counters_before = backend.counters()
     backend.take_timings()  # drop anything from before this task
+    if backend.seeds is not None:
+        backend.seeds.start_task()  # repeat r counts the task's requests of one prompt
     if backend.capture is not None:
         backend.capture.clear()
     waves = _waves(manager, task, spec.limit)
@@ -338,7 +352,8 @@ def _run_task(spec: ArmSpec, layout: ArmLayout, backend, manager, task: str,
     else:
         for stale in samples_files(layout.lm_eval_dir, task).get(task, []):
             stale.unlink()  # an earlier attempt's output: the arm's folder holds one run
-        results, samples = _evaluate(spec, backend.lm, manager, task, layout.lm_eval_dir)
+        results, samples = _evaluate(spec, backend.lm, manager, task, layout.lm_eval_dir,
+                                     repeats_file=layout.repeats_file(task))
         _keep_logprobs(backend.capture, layout, task, append=False)
         record = {"n_samples": {k: len(v) for k, v in samples.items()},
                   "task_hashes": results.get("task_hashes", {})}
