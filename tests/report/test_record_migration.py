@@ -1,0 +1,60 @@
+"""Records written by earlier versions of the suite still read and render through the one
+reader's migration (evals.record.run_record.read_run_record, evals.schemas.SUMMARY).
+
+tests/fixtures/run_v2_regression is the regression run of tests/report/fake_runs.py written
+by the pipeline at commit ffc92e9 (summary schema version 2, before the record's parts were
+typed); benchmarks/results holds real runs' summaries of versions 1 and 2."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from evals.record.run_record import SUMMARY_FILE, read_paired_items, read_run_record
+from evals.report import write_reports
+from evals.report._html import render_html
+from evals.report._markdown import render_markdown
+from evals.report._page import build_page
+from evals.schemas import SUMMARY
+
+REPO = Path(__file__).resolve().parents[2]
+WRITTEN_V2 = REPO / "tests" / "fixtures" / "run_v2_regression"
+BENCHMARK_SUMMARIES = sorted((REPO / "benchmarks" / "results").rglob(SUMMARY_FILE))
+
+
+def _markdown_text(text: str) -> str:
+    return text.replace("_", "\\_")
+
+
+def test_a_version_2_record_reads_and_renders_through_the_migration(tmp_path):
+    raw = json.loads((WRITTEN_V2 / SUMMARY_FILE).read_text(encoding="utf-8"))
+    assert raw["schema_version"] == 2
+    record = read_run_record(WRITTEN_V2)
+    assert record.schema_version == SUMMARY.version
+    assert (record.verdict, record.exit_code) == (raw["verdict"], raw["exit_code"])
+    assert [t.task for t in record.tasks] == [t["task"] for t in raw["tasks"]]
+    page = build_page(record, read_paired_items(WRITTEN_V2), 200)
+    html, markdown = render_html(page), render_markdown(page)
+    for task in ("gsm8k_tiny", "boolq_tiny"):
+        assert task in html and _markdown_text(task) in markdown
+    assert raw["verdict"] in html and raw["verdict"] in markdown
+    assert _markdown_text(raw["reason"]) in markdown
+    run = Path(shutil.copytree(WRITTEN_V2, tmp_path / "run"))
+    written = write_reports(run)
+    assert all(path.exists() and path.stat().st_size for path in written.values())
+
+
+@pytest.mark.parametrize("path", BENCHMARK_SUMMARIES,
+                         ids=[str(p.parent.relative_to(REPO)) for p in BENCHMARK_SUMMARIES])
+def test_every_committed_real_run_reads_and_renders(path):
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    record = read_run_record(path)
+    assert record.schema_version == SUMMARY.version
+    assert record.verdict == raw["verdict"] and len(record.tasks) == len(raw["tasks"])
+    page = build_page(record, read_paired_items(path.parent), 200)
+    html, markdown = render_html(page), render_markdown(page)
+    assert all(_markdown_text(t["task"]) in markdown for t in raw["tasks"])
+    assert raw["run_id"] in html
