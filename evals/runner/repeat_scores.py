@@ -44,12 +44,15 @@ def _numeric(metrics: dict) -> dict[str, float]:
     return {k: float(v) for k, v in metrics.items() if isinstance(v, Real)}
 
 
-def score_repeats(task) -> dict:
+def score_repeats(task, indices: list[int] | None = None) -> dict:
     """Per item: every repeat's response, and under each filter of the task the answer
-    the filter extracted from it and its score."""
+    the filter extracted from it and its score. `indices`: the item indices the task ran
+    on (lm-eval's `samples`), whose instances lm-eval numbers 0, 1, ... in their order; the
+    items are written under their indices in the task, as lm-eval logs them."""
     by_doc: dict[int, object] = {}
     for instance in task.instances:
-        by_doc.setdefault(instance.doc_id, instance)  # one request per generation item
+        doc_id = instance.doc_id if indices is None else int(indices[instance.doc_id])
+        by_doc.setdefault(doc_id, instance)  # one request per generation item
     doc_ids = sorted(by_doc)
     instances = [by_doc[d] for d in doc_ids]
     docs = [inst.doc for inst in instances]
@@ -72,8 +75,33 @@ def score_repeats(task) -> dict:
             "items": [items[d] for d in doc_ids]}
 
 
-def write_repeat_scores(path: Path, task_name: str, task) -> int:
+def write_repeat_scores(path: Path, task_name: str, task,
+                        indices: list[int] | None = None) -> int:
     """Scores every repeat of the task's items and writes them; returns the repeat count."""
-    record = {"task": task_name, **score_repeats(task)}
+    record = {"task": task_name, **score_repeats(task, indices)}
     REPEAT_SCORES.write(path, record)
     return record["repeats"]
+
+
+def merge_repeat_scores(parts: list[Path], path: Path) -> int:
+    """One task's repeat scores written part by part (a wave task: one lm-eval call per
+    wave) as one file; returns the item count. Parts must agree on the task, the repeat
+    count and the filters, and no item may be in two parts."""
+    records = [REPEAT_SCORES.read(part) for part in parts]
+    if not records:
+        raise ValueError("no repeat-score parts to merge")
+    first = records[0]
+    items: dict[int, dict] = {}
+    for part, record in zip(parts, records):
+        for key in ("task", "repeats", "filters"):
+            if record[key] != first[key]:
+                raise ValueError(f"{part}: {key} {record[key]!r} differs from "
+                                 f"{parts[0]}'s {first[key]!r}")
+        for item in record["items"]:
+            if int(item["doc_id"]) in items:
+                raise ValueError(f"{part}: doc_id {item['doc_id']} is in an earlier part too")
+            items[int(item["doc_id"])] = item
+    REPEAT_SCORES.write(path, {"task": first["task"], "repeats": first["repeats"],
+                               "filters": first["filters"],
+                               "items": [items[d] for d in sorted(items)]})
+    return len(items)

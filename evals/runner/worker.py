@@ -38,7 +38,8 @@ from evals.runner.lm_eval_env import cache_env_info
 from evals.runner.logprob_capture import write_rows
 from evals.runner.process_cleanup import resource_tracker, stop_processes
 from evals.runner.prompt_settings import prompt_settings, sampling_record
-from evals.runner.repeat_scores import tasks_with_repeats, write_repeat_scores
+from evals.runner.repeat_scores import (merge_repeat_scores, tasks_with_repeats,
+                                         write_repeat_scores)
 from evals.runner.server import ServerFailed
 from evals.runner.task_index import task_manager
 from evals.runner.waves import group_waves, indexed_without_waves, wave_field
@@ -89,7 +90,7 @@ def _evaluate(spec: ArmSpec, lm, manager, task: str, output_dir: Path,
             torch_random_seed=spec.seed, fewshot_random_seed=spec.seed, bootstrap_iters=0,
             **prompt_settings(spec.sampling))
     if repeats_file is not None and repeats > 1 and task in loaded:
-        write_repeat_scores(repeats_file, task, loaded[task])
+        write_repeat_scores(repeats_file, task, loaded[task], indices)
     samples = results.pop("samples")
     tracker.save_results_aggregated(results=results, samples=samples)
     for name in results["configs"]:
@@ -168,25 +169,36 @@ def _waves(manager, task: str, limit: int | None) -> list[list[int]] | None:
         raise SystemExit(f"{BAD_INPUT_PREFIX}{exc}") from None
 
 
+WAVE_REPEATS = "repeats.json"
+"""A wave's repeat scores, in its chunk folder (merged by _run_waves)."""
+
+
 def _run_waves(spec: ArmSpec, layout: ArmLayout, backend, manager, task: str,
                waves: list[list[int]]) -> dict:
     """Each wave's items as one lm-eval call, in order, in this engine; every wave runs
     again after an interruption (a later wave must find the earlier one's cache), with
-    vLLM's counters per wave (wave 2's prefix-cache hits are the evidence it resumed)."""
+    vLLM's counters per wave (wave 2's prefix-cache hits are the evidence it resumed).
+    With `repeats: k` each wave's repeat scores are written beside its samples and merged
+    into the task's repeat-scores file, as one lm-eval call writes them for a plain task."""
     for stale in samples_files(layout.lm_eval_dir, task).get(task, []):
         stale.unlink()
-    exercise = []
+    layout.repeats_file(task).unlink(missing_ok=True)
+    exercise, repeat_parts = [], []
     for k, wave in enumerate(waves):
         before = backend.counters()
         chunk_dir = layout.chunk_dir(task, k)
         shutil.rmtree(chunk_dir, ignore_errors=True)  # an interrupted attempt's output
-        _evaluate(spec, backend.lm, manager, task, chunk_dir, wave)
+        repeat_parts.append(chunk_dir / WAVE_REPEATS)
+        _evaluate(spec, backend.lm, manager, task, chunk_dir, wave,
+                  repeats_file=repeat_parts[-1])
         _keep_logprobs(backend.capture, layout, task, append=k > 0)
         layout.mark_chunk_done(chunk_dir, len(wave))
         exercise.append({"wave": k + 1, "items": len(wave),
                          "exercise": _counter_delta(before, backend.counters())})
         say(spec, f"{task}: wave {k + 1} of {len(waves)} ({len(wave)} items) done")
     merge_chunk_samples(layout, task, len(waves))
+    if all(part.exists() for part in repeat_parts):  # `repeats: k` on a generation task
+        merge_repeat_scores(repeat_parts, layout.repeats_file(task))
     return {"n_samples": {task: sum(len(w) for w in waves)}, "waves": exercise}
 
 

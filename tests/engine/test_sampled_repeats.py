@@ -63,6 +63,41 @@ def test_a_sampled_chat_aa_reproduces_every_sample_and_passes(tmp_path):
     assert prompt["arguments"]["gen_args_0"]["arg_0"].startswith(SYSTEM + "\nAdd: ")
 
 
+WAVE_TASK = "recall_multiturn_b128"
+PER_WAVE = 2  # `limit` applies per wave: 4 items in two lm-eval calls
+
+
+def test_a_wave_tasks_repeats_are_scored_in_every_wave_and_paired(tmp_path):
+    # a wave task (tasks/recall) runs one lm-eval call per wave; each call's repeat scores
+    # are kept under the items' indices in the task and merged, so the pairing sees them all
+    arm = {"engine": SAMPLED_ENGINE}
+    config = write_config(
+        tmp_path, "sampled-waves", arm, arm, tasks=[{"name": WAVE_TASK,
+                                                      "metric": "exact_match"}],
+        limit=PER_WAVE, expect_identical_arms=True, intended_change=[],
+        decoding={"temperature": 1.0, "top_p": 0.95}, repeats=2)
+    result = run_cli("ab", str(config), "--reports", str(tmp_path / "reports"), "--store",
+                     str(tmp_path / "store"))
+    # the dense model cannot recall (it scores at the floor): PASS or INCONCLUSIVE
+    assert result.returncode in (0, 3), result.stdout + result.stderr
+    (task,) = read_summary(tmp_path / "reports")["tasks"]
+    assert task["n"] == 2 * PER_WAVE and task["repeats"]["repeats"] == 2
+    run_dir = next((tmp_path / "reports").glob("*/summary.json")).parent
+    samples = next(run_dir.glob(f"arms/baseline/lm_eval/*/samples_{WAVE_TASK}_*.jsonl"))
+    logged = sorted(json.loads(line)["doc_id"] for line in samples.read_text().splitlines())
+    scored = {}
+    for name in ("baseline", "candidate"):
+        path = run_dir / "arms" / name / "repeats" / f"{WAVE_TASK}.json"
+        scored[name] = json.loads(path.read_text(encoding="utf-8"))
+        assert scored[name]["repeats"] == 2
+        # one item per logged sample, under the doc_id lm-eval logged it with
+        assert [i["doc_id"] for i in scored[name]["items"]] == logged
+        assert all(len(i["responses"]) == 2 for i in scored[name]["items"])
+    assert len(set(logged)) == 2 * PER_WAVE
+    assert [i["responses"] for i in scored["baseline"]["items"]] == \
+        [i["responses"] for i in scored["candidate"]["items"]]
+
+
 def _lm_eval_run(tmp_path: Path, name: str, model: Path, include: Path, task: str) -> Path:
     """lm-eval's own CLI, as a user runs it: chat template, system prompt, sampling."""
     out = tmp_path / name

@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
+import pytest
+
 from evals.runner.prompt_settings import prompt_settings, sampling_record
-from evals.runner.repeat_scores import score_repeats
+from evals.runner.repeat_scores import merge_repeat_scores, score_repeats, write_repeat_scores
 from evals.runner.sample_seeds import SampleSeeds, sample_seed
 
 
@@ -122,3 +125,27 @@ def test_each_repeat_is_scored_alone_by_the_tasks_own_filter_and_metric():
     assert second["scores"]["strip"]["exact_match"] == [1, 0, 1]
     assert second["responses"] == [" 7", " 8", "7 "]
     assert second["answers"] == {"strip": ["7", "8", "7"]}
+
+
+def test_a_subset_of_items_is_written_under_its_indices_in_the_task():
+    # lm-eval numbers the instances of a `samples` run 0, 1, ... and logs doc_id
+    # indices[doc_id]; the repeat scores must use the same ids to pair with the samples
+    scored = score_repeats(Task(), indices=[5, 9])
+    assert [item["doc_id"] for item in scored["items"]] == [5, 9]
+    assert scored["items"][1]["responses"] == [" 7", " 8", "7 "]
+
+
+def test_a_wave_tasks_parts_merge_into_one_file_and_overlaps_are_refused(tmp_path):
+    parts = [tmp_path / "w1.json", tmp_path / "w2.json"]
+    write_repeat_scores(parts[0], "recall", Task(), indices=[4, 2])
+    write_repeat_scores(parts[1], "recall", Task(), indices=[7, 8])
+    assert merge_repeat_scores(parts, tmp_path / "all.json") == 4
+    merged = json.loads((tmp_path / "all.json").read_text(encoding="utf-8"))
+    assert [i["doc_id"] for i in merged["items"]] == [2, 4, 7, 8]
+    assert merged["repeats"] == 3 and merged["task"] == "recall"
+    write_repeat_scores(parts[1], "recall", Task(), indices=[4, 8])
+    with pytest.raises(ValueError, match="doc_id 4 is in an earlier part"):
+        merge_repeat_scores(parts, tmp_path / "all.json")
+    write_repeat_scores(parts[1], "other", Task(), indices=[7, 8])
+    with pytest.raises(ValueError, match="task 'other' differs"):
+        merge_repeat_scores(parts, tmp_path / "all.json")
