@@ -47,7 +47,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     first = read_run_record(args.runs[0])
-    repeats = first.tasks[0].repeats["repeats"]
+    repeats = first.tasks[0].repeats.repeats
     report = {"runs": [], "tasks": {}}
     for run in args.runs:
         summary = read_run_record(run)
@@ -55,8 +55,9 @@ def main() -> None:
             "run": run.name, "seed": summary.config.get("seed"), "verdict": summary.verdict,
             "tasks": {t.task: {"verdict": t.verdict, "delta": t.delta,
                                "p_drop_adjusted": t.regression_pvalue_adjusted,
-                               "answer_distribution_p": (t.answer_distribution or {}).get(
-                                   "pvalue")} for t in summary.tasks}})
+                               "answer_distribution_p": (t.answer_distribution.pvalue
+                                                         if t.answer_distribution else None)}
+                     for t in summary.tasks}})
     for task in [t.task for t in first.tasks]:
         outcomes, answers, metric, filter_name = pooled(args.runs, task)
         result = aa_resampled_false_alarms(outcomes, answers, repeats=repeats,

@@ -134,13 +134,20 @@ def _summary_v1_to_v2(data: dict) -> dict:
     return data
 
 
+def _summary_v2_to_v3(data: dict) -> dict:
+    """v3 reads every part of the record as a typed model (evals.record.run_parts,
+    evals.record.task_parts) instead of a free dict; a v2 file's parts have the layout of
+    those models, so its content carries over as it is and the reader checks its shape."""
+    return dict(data)
+
+
 def _tally_v0_to_v1(data: dict) -> dict:
     """v0 was the bare {fault: count} map."""
     return {"fired": {k: v for k, v in data.items() if k != KEY}}
 
 
 # kinds with their own readers (they call `load`): every one of these always had a version
-SUMMARY = RecordKind("summary", 2, {1: _summary_v1_to_v2})
+SUMMARY = RecordKind("summary", 3, {1: _summary_v1_to_v2, 2: _summary_v2_to_v3})
 PAIRED_ITEMS = RecordKind("paired-items file", 1, {0: _stamp_only})  # its header line
 STORE_MANIFEST = RecordKind("run-store manifest", 1)
 CANARY = RecordKind("canary record", 1)

@@ -96,7 +96,7 @@ def _flip_probs(task: TaskRecord) -> tuple[float, float]:
 
 def _planned(task: TaskRecord) -> int:
     looks = task.sequential
-    return int(looks["n_items"]) if looks else int(task.n)
+    return int(looks.n_items) if looks else int(task.n)
 
 
 def min_detectable_rate(clean: list[TaskRecord], faulty: list[TaskRecord], rate: float,
@@ -146,10 +146,11 @@ def fault_result(fault: dict, code: ExitCode, run_dir: Path, clean: RunRecord,
     info = FAULTS[fault["name"]]
     gated = [t for t in summary.tasks if t.gated]
     caught = summary.verdict == "REGRESSION"
-    requested = (summary.faults or {}).get("candidate", {})
-    fired = int(sum(requested.get("fired", {}).values())) if requested else 0
-    rate = float(requested.get("requested", [{}])[0].get("rate", info.default_rate)) \
-        if requested else float(fault.get("rate", info.default_rate))
+    arm = (summary.faults or {}).get("candidate")
+    fired = int(sum(arm.fired.values())) if arm else 0
+    first = arm.requested[0] if arm and arm.requested else None
+    rate = float(first.rate if first and first.rate is not None else info.default_rate) \
+        if arm else float(fault.get("rate", info.default_rate))
     return FaultResult(
         fault=fault["name"], rate=rate, harmful=info.harmful,
         options={k: v for k, v in fault.items() if k not in ("name", "rate")},

@@ -55,7 +55,9 @@ def run_facts(record: RunRecord, *, source: str, report: str | None,
         deployment = drift.get("deployment") or config.get("name")
     candidate = record.arms.get("candidate") or {}
     versions = candidate.get("versions") if isinstance(candidate.get("versions"), dict) else {}
-    platform = record.platform or candidate.get("platform") or {}
+    arm_platform = candidate.get("platform") if isinstance(candidate.get("platform"), dict) \
+        else {}
+    hardware = record.platform.summary if record.platform else arm_platform.get("summary")
     exercise = record.exercise
     tasks = tuple(TaskResult(
         task=t.task, metric=t.metric, binary=bool(t.binary), clustered=t.clusters is not None,
@@ -70,7 +72,7 @@ def run_facts(record: RunRecord, *, source: str, report: str | None,
         config_hash=config_hash(config) if record.kind != "compare" else None,
         deployment=deployment if isinstance(deployment, str) else None,
         vllm=versions.get("vllm") if isinstance(versions.get("vllm"), str) else None,
-        hardware=platform.get("summary") if isinstance(platform, dict) else None,
+        hardware=hardware if isinstance(hardware, str) else None,
         not_exercised=(tuple(exercise.get("not_exercised") or ()) if exercise else None),
         alpha=record.gate.alpha, tasks=tasks)
 

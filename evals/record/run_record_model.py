@@ -12,43 +12,20 @@ was.
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer
+from pydantic import BaseModel, Field
 
-from evals.errors import UserError
 from evals.record.load_curve_record import LoadCurveRecord
+from evals.record.run_parts import ArmFaults, CacheStressRecord, PlatformRecord, PooledRecord
+from evals.record.stored import RECORD_CONFIG, StoredRecord
+from evals.record.task_parts import (AnswerDistributionRecord, LabelsRecord, LengthsRecord,
+                                     RepeatsRecord, SequentialRecord)
 from evals.schemas import SUMMARY
-from evals.text_hygiene import one_line
 
-# NaN stays NaN in the dump (a degenerate task's p-value), as json.dumps writes it
-_CONFIG = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
+__all__ = ["GateRecord", "GateStepRecord", "RunRecord", "StoredRecord", "TaskRecord"]
 
-
-_Record = TypeVar("_Record", bound="StoredRecord")
-
-
-class StoredRecord(BaseModel):
-    """A record that dumps the keys it was given, with `schema_version` always."""
-
-    @classmethod
-    def from_stored(cls: type[_Record], data: dict, where: object) -> _Record:
-        """The record in `data` (already at the current version); a UserError naming `where`
-        and up to three fields when a field has the wrong shape."""
-        try:
-            return cls.model_validate(data)
-        except ValidationError as exc:
-            problems = "; ".join(one_line(f"`{'.'.join(map(str, e['loc']))}`: {e['msg']}")
-                                 for e in exc.errors()[:3])
-            raise UserError(f"{where}: a field has an unexpected shape ({problems}); the file "
-                            "was damaged or written by something else. Rerun the command "
-                            "that wrote it.") from None
-
-    @model_serializer(mode="wrap")
-    def _given_keys(self, handler) -> dict[str, Any]:
-        data = handler(self)
-        return {k: v for k, v in data.items()
-                if k in self.model_fields_set or k == "schema_version"}
+_CONFIG = RECORD_CONFIG
 
 
 class GateRecord(BaseModel):
@@ -100,23 +77,23 @@ class TaskRecord(StoredRecord):
     bootstrap_high: float | None = Field(None, description="Upper end of the paired "
                                                            "bootstrap interval.")
     degenerate: str | None = Field(None, description="Why the tests could not run, if so.")
-    labels: dict[str, Any] | None = Field(None, description="Per-label confusion "
+    labels: LabelsRecord | None = Field(None, description="Per-label confusion "
                                           "(evals.analyse.task_analysis.LabelAnalysis).")
-    lengths: dict[str, Any] | None = Field(None, description="Response lengths "
+    lengths: LengthsRecord | None = Field(None, description="Response lengths "
                                            "(evals.analyse.task_analysis.LengthAnalysis).")
     noise_flip_rate: float | None = Field(None, description="Flip rate between two baseline "
                                                             "runs (A/A), if run.")
     noise_flips: int | None = Field(None, description="Flips between two baseline runs.")
-    sequential: dict[str, Any] | None = Field(None, description="Interim looks of a "
+    sequential: SequentialRecord | None = Field(None, description="Interim looks of a "
                                               "sequential run (SequentialSummary).")
     clusters: int | None = Field(None, description="Clusters of a clustered task.")
     design_effect: float | None = Field(None, description="Variance inflation from the "
                                                           "clustering.")
-    repeats: dict[str, Any] | None = Field(None, description="A sampled task (`repeats: k`): "
+    repeats: RepeatsRecord | None = Field(None, description="A sampled task (`repeats: k`): "
                                            "k, the rate test's method and the items whose "
                                            "pass rate fell or rose "
                                            "(evals.analyse.repeats_analysis.RepeatsSummary).")
-    answer_distribution: dict[str, Any] | None = Field(
+    answer_distribution: AnswerDistributionRecord | None = Field(
         None, description="A sampled task's answer-distribution check: statistic, p-value, "
         "informative items and the items that moved most "
         "(evals.analyse.repeats_analysis.AnswerDistribution).")
@@ -146,7 +123,7 @@ class RunRecord(StoredRecord):
     run_id: str = Field(description="The run's id, its directory name under reports/.")
     created: str = Field(description="When the record was built (UTC, ISO 8601).")
     suite_version: str = Field(description="vllm-regression-evals version that built it.")
-    platform: dict[str, Any] | None = Field(None, description="The machine the arms ran on "
+    platform: PlatformRecord | None = Field(None, description="The machine the arms ran on "
                                             "(evals.record.platform_record), if known.")
     verdict: Literal["PASS", "REGRESSION", "INCONCLUSIVE"] = Field(
         description="The run's verdict (evals.decide.verdict.Verdict).")
@@ -164,15 +141,15 @@ class RunRecord(StoredRecord):
     warnings: list[str] = Field(description="Things a reader of the verdict should know.")
     speed: dict[str, Any] | None = Field(None, description="The speed analysis of an A/B run "
                                          "(evals.analyse.speed), if measured.")
-    cache_stress: list[dict[str, Any]] = Field([], description="Warm-versus-cold cache "
+    cache_stress: list[CacheStressRecord] = Field([], description="Warm-versus-cold cache "
                                                                "checks.")
-    pooled: dict[str, Any] | None = Field(None, description="The pooled verdict over tasks, "
+    pooled: PooledRecord | None = Field(None, description="The pooled verdict over tasks, "
                                                             "if any.")
     drift: dict[str, Any] | None = Field(None, description="A drift run's control charts.")
     gates: list[GateStepRecord] | None = Field(None, description="The gate steps in order.")
     exercise: dict[str, Any] | None = Field(None, description="Whether the declared "
                                             "optimizations were exercised.")
-    faults: dict[str, Any] | None = Field(None, description="Canary faults fired, per arm.")
+    faults: dict[str, ArmFaults] | None = Field(None, description="Canary faults fired, per arm.")
     preflight: dict[str, Any] | None = Field(None, description="The doctor and the audit.")
     shift: dict[str, Any] | None = Field(None, description="Distribution-shift analyses.")
     load_curve: LoadCurveRecord | None = Field(None, description="The load sweep of both "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from evals.record.run_parts import ArmFaults
 from evals.report import _formatting as fmt
 
 
@@ -43,7 +44,7 @@ def _count(x) -> str:
     return f"{float(x):,.0f}" if fmt.finite(x) else fmt.MISSING
 
 
-def exercise_section(data: dict | None, faults: dict | None = None) -> ExerciseSection | None:
+def exercise_section(data: dict | None, faults: dict[str, ArmFaults] | None = None) -> ExerciseSection | None:
     """The section of a run's exercise record (RunRecord.exercise; a canary's too) and, for a
     run, its faults (RunRecord.faults)."""
     if not data:
@@ -54,10 +55,9 @@ def exercise_section(data: dict | None, faults: dict | None = None) -> ExerciseS
                 f"{_count(r.get('queried_tokens'))} tokens)"),
         drafted=_count(r.get("drafted_tokens")), acceptance=_share(r.get("acceptance")),
         preemptions=_count(r.get("preemptions"))) for r in data.get("tasks", []))
-    faults = tuple(FaultRow(arm=str(arm), fault=str(f.get("name")), rate=str(f.get("rate")),
-                            fired=_count(record.get("fired", {}).get(f.get("name"), 0)))
-                   for arm, record in (faults or {}).items()
-                   for f in record.get("requested", []))
+    faults = tuple(FaultRow(arm=str(arm), fault=f.name, rate=str(f.rate),
+                            fired=_count(record.fired.get(f.name, 0)))
+                   for arm, record in (faults or {}).items() for f in record.requested)
     kv = ", ".join(f"{arm}: {dtype}" for arm, dtype in (data.get("kv_cache_dtype") or {}).items())
     missing = data.get("not_exercised") or []
     return ExerciseSection(

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from evals.record.run_record_model import RunRecord, TaskRecord
+from evals.record.task_parts import LabelsRecord, LengthsRecord
 from evals.report import _formatting as fmt
 
 
@@ -117,43 +118,42 @@ def _difference(base, cand) -> tuple[tuple[Cell, ...], ...]:
     return tuple(rows)
 
 
-def _label_shift(labels: dict) -> LabelShift:
-    cats = tuple(str(c) for c in labels.get("categories", ()))
-    base = labels.get("confusion_baseline") or ()
-    cand = labels.get("confusion_candidate") or ()
+def _label_shift(labels: LabelsRecord) -> LabelShift:
+    cats = tuple(str(c) for c in labels.categories)
+    base, cand = labels.confusion_baseline, labels.confusion_candidate
     def matrix(title, rows):
         return Matrix(title, cats, tuple(MatrixRow(c, r) for c, r in zip(cats, rows)))
 
     matrices = (matrix("baseline", _counts(base)), matrix("candidate", _counts(cand)),
                 matrix("candidate \u2212 baseline", _difference(base, cand)))
-    columns = [labels.get(k) or () for k in ("per_class_baseline", "per_class_candidate",
-                                             "predicted_share_baseline",
-                                             "predicted_share_candidate")]
+    columns = [labels.per_class_baseline, labels.per_class_candidate,
+               labels.predicted_share_baseline, labels.predicted_share_candidate]
     classes = []
     for i, cat in enumerate(cats):
         pb, pc, sb, sc = (col[i] if i < len(col) else None for col in columns)
         delta = pc - pb if fmt.finite(pb) and fmt.finite(pc) else None
         classes.append(ClassRow(cat, fmt.share(pb), fmt.share(pc), fmt.points(delta),
                                 fmt.share(sb), fmt.share(sc)))
-    stat = labels.get("homogeneity_statistic")
+    stat = labels.homogeneity_statistic
     return LabelShift(matrices=matrices, classes=tuple(classes),
                       statistic=f"{stat:.3g}" if fmt.finite(stat) else fmt.MISSING,
-                      df=str(labels.get("homogeneity_df", fmt.MISSING)),
-                      pvalue=fmt.pvalue(labels.get("homogeneity_pvalue")),
-                      note=labels.get("homogeneity_note"))
+                      df=fmt.MISSING if labels.homogeneity_df is None
+                      else str(labels.homogeneity_df),
+                      pvalue=fmt.pvalue(labels.homogeneity_pvalue),
+                      note=labels.homogeneity_note)
 
 
-def _length_shift(lengths: dict) -> LengthShift:
+def _length_shift(lengths: LengthsRecord) -> LengthShift:
     def chars(x):
         return f"{x:,.0f}" if fmt.finite(x) else fmt.MISSING
 
     return LengthShift(
-        mean_chars_baseline=chars(lengths.get("mean_chars_baseline")),
-        mean_chars_candidate=chars(lengths.get("mean_chars_candidate")),
-        pvalue=fmt.pvalue(lengths.get("pvalue")),
-        empty_baseline=fmt.share(lengths.get("empty_share_baseline")),
-        empty_candidate=fmt.share(lengths.get("empty_share_candidate")),
-        note=lengths.get("note"))
+        mean_chars_baseline=chars(lengths.mean_chars_baseline),
+        mean_chars_candidate=chars(lengths.mean_chars_candidate),
+        pvalue=fmt.pvalue(lengths.pvalue),
+        empty_baseline=fmt.share(lengths.empty_share_baseline),
+        empty_candidate=fmt.share(lengths.empty_share_candidate),
+        note=lengths.note)
 
 
 def task_flips(summary: RunRecord) -> tuple[TaskFlips, ...]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from evals.record.run_parts import PooledRecord
 from evals.record.run_record_model import RunRecord, TaskRecord
 from evals.report import _formatting as fmt
 
@@ -51,16 +52,16 @@ def _mde(t: TaskRecord) -> str:
     return t.mde_note or fmt.MISSING
 
 
-def _pooled(pooled) -> str | None:
-    if not isinstance(pooled, dict):
+def _pooled(pooled: PooledRecord | None) -> str | None:
+    if pooled is None:
         return None
     role = ("gates the run (in the Holm family with the per-task tests), adjusted p "
-            f"{fmt.pvalue(pooled.get('pvalue_adjusted'))}" if pooled.get("gates")
+            f"{fmt.pvalue(pooled.pvalue_adjusted)}" if pooled.gates
             else "reported only; `gate.pooled: true` makes it gate")
-    return (f"pooled over {len(pooled.get('tasks') or [])} gated tasks: "
-            f"{fmt.count(pooled.get('correct_to_wrong'))} correct->wrong vs "
-            f"{fmt.count(pooled.get('wrong_to_correct'))} wrong->correct, exact stratified "
-            f"McNemar p {fmt.pvalue(pooled.get('pvalue'))}; {role}")
+    return (f"pooled over {len(pooled.tasks)} gated tasks: "
+            f"{fmt.count(pooled.correct_to_wrong)} correct->wrong vs "
+            f"{fmt.count(pooled.wrong_to_correct)} wrong->correct, exact stratified "
+            f"McNemar p {fmt.pvalue(pooled.pvalue)}; {role}")
 
 
 def method_section(summary: RunRecord) -> MethodSection:

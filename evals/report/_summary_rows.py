@@ -68,19 +68,19 @@ def platform_line(summary: RunRecord) -> str:
     no AMX; no GPU", with "(analysed here; ...)" for a comparison of outputs made
     elsewhere; "not recorded" for a run from before the suite recorded it."""
     record = summary.platform
-    if not isinstance(record, dict) or not record.get("summary"):
+    if record is None or not record.summary:
         return "not recorded"
-    line = str(record["summary"])
-    if record.get("role") and record["role"] != "ran the suite":
-        line += f" ({record['role']})"
+    line = record.summary
+    if record.role and record.role != "ran the suite":
+        line += f" ({record.role})"
     return line
 
 
 def _items(t: TaskRecord) -> str:
     """Items compared; for a sequential run, of how many the full set holds."""
     looks = t.sequential
-    if looks and looks.get("n_items"):
-        return f"{fmt.count(t.n)} of {fmt.count(looks['n_items'])}"
+    if looks and looks.n_items:
+        return f"{fmt.count(t.n)} of {fmt.count(looks.n_items)}"
     return fmt.count(t.n)
 
 

@@ -14,7 +14,7 @@ def _pts(x: float) -> str:
 
 def _items(t: TaskRecord) -> str:
     looks = t.sequential
-    return f"{t.n}/{looks['n_items']}" if looks else str(t.n)
+    return f"{t.n}/{looks.n_items}" if looks else str(t.n)
 
 
 def aligned(rows: list[tuple[str, ...]]) -> list[str]:
@@ -51,11 +51,11 @@ def render_table(summary: RunRecord) -> str:
         lines.append(f"SPEED: {speed.text}")
     pooled = summary.pooled
     if pooled:
-        role = "gates the run" if pooled["gates"] else "reported only; `gate.pooled: true` gates"
-        lines.append(f"  pooled over {len(pooled['tasks'])} gated tasks ({role}): "
-                     f"{pooled['correct_to_wrong']} correct->wrong vs {pooled['wrong_to_correct']}"
-                     f" wrong->correct, exact stratified McNemar p={pooled['pvalue']:.3g}"
-                     + (f", p adj={pooled['pvalue_adjusted']:.3g}" if pooled["gates"] else ""))
+        role = "gates the run" if pooled.gates else "reported only; `gate.pooled: true` gates"
+        lines.append(f"  pooled over {len(pooled.tasks)} gated tasks ({role}): "
+                     f"{pooled.correct_to_wrong} correct->wrong vs {pooled.wrong_to_correct}"
+                     f" wrong->correct, exact stratified McNemar p={pooled.pvalue:.3g}"
+                     + (f", p adj={pooled.pvalue_adjusted:.3g}" if pooled.gates else ""))
     lines.extend(_exercise_lines(summary.exercise))
     if summary.platform:
         lines.append(f"PLATFORM: {platform_line(summary)}")

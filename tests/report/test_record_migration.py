@@ -33,7 +33,13 @@ def test_a_version_2_record_reads_and_renders_through_the_migration(tmp_path):
     raw = json.loads((WRITTEN_V2 / SUMMARY_FILE).read_text(encoding="utf-8"))
     assert raw["schema_version"] == 2
     record = read_run_record(WRITTEN_V2)
-    assert record.schema_version == SUMMARY.version
+    assert record.schema_version == SUMMARY.version > 2
+    # nothing dropped, nothing added: the typed parts hold what the file held
+    assert json.dumps(record.model_dump(), sort_keys=True) == \
+        json.dumps({**raw, "schema_version": SUMMARY.version}, sort_keys=True)
+    assert record.tasks[1].labels.categories == raw["tasks"][1]["labels"]["categories"]
+    assert record.pooled.correct_to_wrong == raw["pooled"]["correct_to_wrong"]
+    assert record.platform.summary == raw["platform"]["summary"]
     assert (record.verdict, record.exit_code) == (raw["verdict"], raw["exit_code"])
     assert [t.task for t in record.tasks] == [t["task"] for t in raw["tasks"]]
     page = build_page(record, read_paired_items(WRITTEN_V2), 200)

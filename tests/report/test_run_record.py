@@ -74,7 +74,7 @@ def test_every_output_renders_from_the_one_record(compared):
 
 def test_a_previous_version_summary_reads_through_the_migration(tmp_path):
     raw = json.loads((RECORDED_V1 / SUMMARY_FILE).read_text(encoding="utf-8"))
-    assert raw["schema_version"] == SUMMARY.version - 1
+    assert raw["schema_version"] == 1
     record = read_run_record(RECORDED_V1)
     assert record.schema_version == SUMMARY.version
     # nothing dropped, nothing added: the record writes back what the file held

@@ -1,0 +1,89 @@
+"""The typed parts of a run's record (summary.json `platform`, `pooled`, `cache_stress`,
+`faults`): what evals.hardware, evals.decide and evals.analyse found, read back as these
+models by the report, the canary and the CI outputs.
+
+Every part dumps the keys it was given (evals.record.stored.StoredRecord), so a summary
+reads and writes back as it was; a field an older writer did not write reads as None."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from evals.record.stored import PART_CONFIG, StoredRecord
+
+
+class PlatformRecord(StoredRecord):
+    """A machine (evals.hardware.Platform.to_dict), with the suite's role on it."""
+
+    model_config = PART_CONFIG
+
+    machine: str | None = Field(None, description="The CPU architecture, e.g. x86_64.")
+    cpu_model: str | None = Field(None, description="The CPU's model name.")
+    cpu_vendor: str | None = Field(None, description="The CPU's vendor id.")
+    logical_cpus: int | None = Field(None, description="Logical CPUs the machine has.")
+    isa: list[str] | None = Field(None, description="The vector ISA flags vLLM's CPU "
+                                                    "kernels care about.")
+    gpus: list[str] | None = Field(None, description="The GPUs, one line each.")
+    source: str | None = Field(None, description="Where the CPU facts were read.")
+    vector_isa: str | None = Field(None, description="The widest vector ISA, in words.")
+    vllm_cpu_kernels: str | None = Field(None, description="Which vLLM CPU kernel build "
+                                                           "that ISA selects.")
+    summary: str | None = Field(None, description="The machine in one line.")
+    role: str | None = Field(None, description="Whether the suite ran the arms here or only "
+                                               "analysed outputs made elsewhere.")
+
+
+class PooledRecord(StoredRecord):
+    """The exact stratified McNemar test over the gated binary tasks
+    (evals.decide.verdict.PooledVerdict)."""
+
+    model_config = PART_CONFIG
+
+    tasks: list[str] = Field(description="The gated binary tasks pooled.")
+    correct_to_wrong: int = Field(description="Items right in the baseline, wrong in the "
+                                              "candidate, over those tasks.")
+    wrong_to_correct: int = Field(description="Items the other way.")
+    pvalue: float = Field(description="The test's one-sided p-value.")
+    pvalue_adjusted: float = Field(description="Holm-adjusted with the per-task tests when "
+                                               "it gates, else as is.")
+    gates: bool = Field(description="Whether it gates the run (`gate.pooled: true`).")
+    significant: bool = Field(description="Whether it rejects at the gate's level.")
+
+
+class CacheStressRecord(StoredRecord):
+    """One warm-versus-cold cache check of an arm's task
+    (evals.analyse.cache_stress.WarmColdCheck)."""
+
+    model_config = PART_CONFIG
+
+    arm: str = Field(description="The arm whose passes are compared.")
+    task: str = Field(description="The task.")
+    n: int = Field(description="Items compared.")
+    outputs_changed: int = Field(description="Items whose output text changed warm.")
+    cold_correct_warm_wrong: int = Field(description="Items right cold, wrong warm.")
+    cold_wrong_warm_correct: int = Field(description="Items wrong cold, right warm.")
+    pvalue: float | None = Field(description="Two-sided McNemar p-value of the score flips.")
+    degenerate: str | None = Field(description="Why the test could not run, if so.")
+    disagreement: float = Field(description="outputs_changed / n.")
+
+
+class FaultRequest(StoredRecord):
+    """A canary fault the arm's engine was asked to inject (evals.plan.config.FaultConfig)."""
+
+    model_config = PART_CONFIG
+
+    name: str = Field(description="The fault (evals.plan.fault_catalog).")
+    rate: float | None = Field(None, description="The share of requests or tokens it "
+                                                 "touches.")
+    only_with_spec_decode: bool | None = Field(None, description="prefix_hit_overrun only: "
+                                               "fire only with speculative decoding on.")
+
+
+class ArmFaults(StoredRecord):
+    """An arm's canary faults: those requested and how often each fired."""
+
+    model_config = PART_CONFIG
+
+    requested: list[FaultRequest] = Field(description="The faults the arm was given.")
+    fired: dict[str, int] = Field(description="How often each fault fired in the arm's "
+                                              "engine.")
