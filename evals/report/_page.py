@@ -13,6 +13,7 @@ from evals.report._forest_plot import ForestPlot, forest_plot
 from evals.report._load_curve import LoadCurveSection, load_curve_section
 from evals.report._method import MethodSection, method_section
 from evals.report._one_sided import OneSidedSection, one_sided_section
+from evals.report._rate_plot import RatePlots, rate_plots
 from evals.report._shift import ShiftSection, shift_section
 from evals.report._speed import SpeedSection, speed_section
 from evals.report._summary_rows import Banner, TaskRow, banner, task_rows
@@ -26,6 +27,7 @@ class ReportPage:
     forest: ForestPlot
     flips: tuple[TaskFlips, ...]
     one_sided: OneSidedSection | None
+    rates: RatePlots
     items: FlippedItems
     speed: SpeedSection | None
     load_curve: LoadCurveSection | None
@@ -42,6 +44,7 @@ def build_page(summary: RunRecord, rows: list[dict], max_flipped_items: int,
         title=f"{top.verdict} \u2013 {top.run_id} \u2013 vllm-regression-evals",
         banner=top, rows=task_rows(summary), forest=forest_plot(summary),
         flips=task_flips(summary), one_sided=one_sided_section(summary),
+        rates=rate_plots(summary, rows),
         items=flipped_items(summary, rows, max_flipped_items, items_file_found),
         speed=speed_section(summary), load_curve=load_curve_section(summary),
         exercise=exercise_section(summary.exercise, summary.faults),
