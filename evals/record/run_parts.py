@@ -87,3 +87,46 @@ class ArmFaults(StoredRecord):
     requested: list[FaultRequest] = Field(description="The faults the arm was given.")
     fired: dict[str, int] = Field(description="How often each fault fired in the arm's "
                                               "engine.")
+
+
+class ArmSpeedRecord(StoredRecord):
+    """One arm's request latencies and rates (evals.analyse.speed.ArmSpeed)."""
+
+    model_config = PART_CONFIG
+
+    arm: str | None = Field(None, description="The arm.")
+    requests: int | None = Field(None, description="Requests timed.")
+    output_tokens: int | None = Field(None, description="Output tokens over them.")
+    wall_seconds: float | None = Field(None, description="Wall time of the timed tasks.")
+    ttft_p50: float | None = Field(None, description="Median time to first token, seconds.")
+    ttft_p95: float | None = Field(None, description="95th percentile time to first token.")
+    tpot_p50: float | None = Field(None, description="Median time per output token after "
+                                                     "the first, seconds.")
+    tpot_p95: float | None = Field(None, description="95th percentile time per output token.")
+    tpot_mean: float | None = Field(None, description="Mean time per output token.")
+    output_tokens_per_s: float | None = Field(None, description="Output tokens per second.")
+    requests_per_s: float | None = Field(None, description="Requests per second.")
+    acceptance_rate: float | None = Field(None, description="Accepted / drafted speculative "
+                                                            "tokens, where vLLM reports them.")
+
+
+class SpeedRecord(StoredRecord):
+    """The speed comparison of an A/B run (evals.analyse.speed.SpeedComparison)."""
+
+    model_config = PART_CONFIG
+
+    baseline: ArmSpeedRecord | None = Field(None, description="The baseline's latencies.")
+    candidate: ArmSpeedRecord | None = Field(None, description="The candidate's latencies.")
+    tasks: list[str] | None = Field(None, description="The tasks timed.")
+    tpot_speedup: float | None = Field(None, description="Baseline TPOT / candidate TPOT "
+                                                         "(above 1: the candidate is faster).")
+    ci_low: float | None = Field(None, description="Lower end of the speedup's interval.")
+    ci_high: float | None = Field(None, description="Upper end of the speedup's interval.")
+    confidence: float | None = Field(None, description="The interval's level (absent in old "
+                                                       "records: 0.9).")
+    throughput_ratio: float | None = Field(None, description="Candidate / baseline output "
+                                                             "tokens per second.")
+    min_speedup: float | None = Field(None, description="gate.min_speedup, if set.")
+    gate: str | None = Field(None, description="met, missed, undecided, or None (no minimum).")
+    note: str | None = Field(None, description="Why the speedup could not be measured, if "
+                                               "so.")

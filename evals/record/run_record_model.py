@@ -17,7 +17,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from evals.record.load_curve_record import LoadCurveRecord
-from evals.record.run_parts import ArmFaults, CacheStressRecord, PlatformRecord, PooledRecord
+from evals.record.run_parts import (ArmFaults, CacheStressRecord, PlatformRecord, PooledRecord,
+                                    SpeedRecord)
 from evals.record.stored import RECORD_CONFIG, StoredRecord
 from evals.record.task_parts import (AnswerDistributionRecord, LabelsRecord, LengthsRecord,
                                      RepeatsRecord, SequentialRecord)
@@ -139,7 +140,7 @@ class RunRecord(StoredRecord):
     sources: dict[str, str] = Field(description="Where each arm's samples came from.")
     config: dict[str, Any] = Field(description="The run's configuration as given.")
     warnings: list[str] = Field(description="Things a reader of the verdict should know.")
-    speed: dict[str, Any] | None = Field(None, description="The speed analysis of an A/B run "
+    speed: SpeedRecord | None = Field(None, description="The speed analysis of an A/B run "
                                          "(evals.analyse.speed), if measured.")
     cache_stress: list[CacheStressRecord] = Field([], description="Warm-versus-cold cache "
                                                                "checks.")

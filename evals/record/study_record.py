@@ -17,6 +17,7 @@ from evals.decide.outcome import Verdict
 from evals.errors import ExitCode
 from evals.plan.study import Study
 from evals.record.platform_record import run_platform
+from evals.record.run_parts import SpeedRecord
 from evals.schemas import STUDY
 from evals.record.run_record_model import RunRecord, StoredRecord, TaskRecord
 
@@ -32,6 +33,16 @@ class StudyGate(BaseModel):
     margin: float = Field(description="Non-inferiority margin, as a share (0.03 = 3 points).")
     correction: str = Field(description="Multiple-testing correction.")
     family: str = Field(description="The family the correction runs over, in words.")
+
+
+class StudySpeed(StoredRecord):
+    """A comparison's TPOT speedup and its interval (a part of its RunRecord `speed`)."""
+
+    model_config = _CONFIG
+
+    tpot_speedup: float = Field(description="Baseline TPOT / candidate TPOT.")
+    ci_low: float | None = Field(description="Lower end of the speedup's interval.")
+    ci_high: float | None = Field(description="Upper end of the speedup's interval.")
 
 
 class StudyComparison(StoredRecord):
@@ -50,7 +61,7 @@ class StudyComparison(StoredRecord):
     reason: str = Field(description="The verdict in one sentence.")
     tasks: list[TaskRecord] = Field([], description="Each task's result (a part of the "
                                                     "comparison's RunRecord task).")
-    speed: dict[str, Any] | None = Field(None, description="The TPOT speedup and its "
+    speed: StudySpeed | None = Field(None, description="The TPOT speedup and its "
                                                            "interval, when measured.")
 
 
@@ -110,10 +121,11 @@ _STUDY_TASK_FIELDS = ("task", "metric", "gated", "verdict", "delta", "ci_low", "
                       "wrong_to_correct", "n", "mde", "baseline_mean", "candidate_mean")
 
 
-def _speed_line(speed: dict | None) -> dict | None:
-    if not speed or speed.get("tpot_speedup") is None:
+def _speed_line(speed: SpeedRecord | None) -> StudySpeed | None:
+    if speed is None or speed.tpot_speedup is None:
         return None
-    return {k: speed.get(k) for k in ("tpot_speedup", "ci_low", "ci_high")}
+    return StudySpeed(tpot_speedup=speed.tpot_speedup, ci_low=speed.ci_low,
+                      ci_high=speed.ci_high)
 
 
 def build_study_record(study: Study, run_id: str, comparisons: dict[str, StudyComparison],

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from evals.analyse.speed import describe_requirement, describe_speedup
+from evals.record.run_parts import ArmSpeedRecord, SpeedRecord
 from evals.record.run_record_model import RunRecord
 from evals.report import _formatting as fmt
 
@@ -50,15 +51,15 @@ def _rate(x) -> str:
     return f"{float(x):,.1f}" if fmt.finite(x) else fmt.MISSING
 
 
-def _speedup_text(speed: dict) -> str:
-    if not fmt.finite(speed.get("tpot_speedup")):
+def _speedup_text(speed: SpeedRecord) -> str:
+    if not fmt.finite(speed.tpot_speedup):
         return "not measured (no request produced two or more tokens in both arms)"
-    return describe_speedup(speed["tpot_speedup"], speed.get("ci_low"), speed.get("ci_high"),
-                            speed.get("confidence", 0.9))
+    return describe_speedup(speed.tpot_speedup, speed.ci_low, speed.ci_high,
+                            0.9 if speed.confidence is None else speed.confidence)
 
 
-def _gate_text(speed: dict) -> str | None:
-    gate, minimum = speed.get("gate"), speed.get("min_speedup")
+def _gate_text(speed: SpeedRecord) -> str | None:
+    gate, minimum = speed.gate, speed.min_speedup
     if gate is None:
         return None
     words = {"met": "met", "missed": "missed: the interval lies below it",
@@ -72,21 +73,21 @@ def speed_section(summary: RunRecord) -> SpeedSection | None:
     if speed is None:
         return None
     rows = []
-    for arm in ("baseline", "candidate"):
-        a = speed.get(arm) or {}
-        rate = a.get("acceptance_rate")
+    for arm, a in (("baseline", speed.baseline), ("candidate", speed.candidate)):
+        a = a or ArmSpeedRecord(arm=arm)
+        rate = a.acceptance_rate
         rows.append(SpeedRow(
-            arm=arm, requests=fmt.count(a.get("requests")),
-            ttft=f"{_ms(a.get('ttft_p50'))} / {_ms(a.get('ttft_p95'))}",
-            tpot=f"{_ms(a.get('tpot_p50'))} / {_ms(a.get('tpot_p95'))}",
-            tokens_per_s=_rate(a.get("output_tokens_per_s")),
-            requests_per_s=_rate(a.get("requests_per_s")),
+            arm=arm, requests=fmt.count(a.requests),
+            ttft=f"{_ms(a.ttft_p50)} / {_ms(a.ttft_p95)}",
+            tpot=f"{_ms(a.tpot_p50)} / {_ms(a.tpot_p95)}",
+            tokens_per_s=_rate(a.output_tokens_per_s),
+            requests_per_s=_rate(a.requests_per_s),
             acceptance=f"{rate:.1%}" if fmt.finite(rate) else "\u2013"))
-    ratio = speed.get("throughput_ratio")
+    ratio = speed.throughput_ratio
     return SpeedSection(rows=tuple(rows), speedup=_speedup_text(speed),
                         throughput=describe_speedup(ratio, unit=THROUGHPUT_UNIT)
                         if fmt.finite(ratio) else fmt.MISSING,
-                        gate=_gate_text(speed), note=speed.get("note"))
+                        gate=_gate_text(speed), note=speed.note)
 
 
 def _task_records(arm: dict) -> dict[str, dict]:
@@ -102,7 +103,7 @@ def _number(record: dict, key: str) -> float:
 def speed_change(summary: RunRecord) -> SpeedChange | None:
     """The banner's one line: the measured speedup, else wall-time throughput, else None."""
     speed = summary.speed
-    if speed is not None and fmt.finite(speed.get("tpot_speedup")):
+    if speed is not None and fmt.finite(speed.tpot_speedup):
         return SpeedChange(text=_speedup_text(speed))
     arms = summary.arms
     base, cand = _task_records(arms.get("baseline", {})), _task_records(arms.get("candidate", {}))

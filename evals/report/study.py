@@ -17,7 +17,7 @@ from markupsafe import Markup
 
 from evals.analyse.speed import describe_speedup
 from evals.record.run_record_model import TaskRecord
-from evals.record.study_record import StudyRecord
+from evals.record.study_record import StudyRecord, StudySpeed
 from evals.report._html import PACKAGE_DIR, _csp_hash, environment
 from evals.report._markdown import environment as markdown_environment
 from evals.report._outputs import _write_atomic
@@ -80,10 +80,10 @@ def _pts(x) -> str:
     return "-" if x is None else f"{x * 100:+.1f}"
 
 
-def _speed(speed: dict | None) -> str:
-    if not speed:
+def _speed(speed: StudySpeed | None) -> str:
+    if speed is None:
         return "not measured"
-    return describe_speedup(speed["tpot_speedup"], speed["ci_low"], speed["ci_high"])
+    return describe_speedup(speed.tpot_speedup, speed.ci_low, speed.ci_high)
 
 
 def _cell(t: TaskRecord) -> MatrixCell:
