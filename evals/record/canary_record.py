@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from evals import stats
 from evals.errors import ExitCode
 from evals.plan.fault_catalog import FAULTS
+from evals.record.run_parts import ExerciseRecord
 from evals.record.run_record import read_run_record
 from evals.record.run_record_model import RunRecord, StoredRecord, TaskRecord
 from evals.schemas import CANARY
@@ -76,7 +77,7 @@ class CanaryRecord(StoredRecord):
     name: str = Field(description="The config's name.")
     clean: CleanRun = Field(description="The clean A/B run.")
     faults: list[FaultResult] = Field(description="Each fault run.")
-    exercise: dict[str, Any] | None = Field(None, description="The clean run's exercise "
+    exercise: ExerciseRecord | None = Field(None, description="The clean run's exercise "
                                             "record (evals.analyse.exercise).")
     runner: str | None = Field(None, description="The vLLM model runner the arms used.")
     wall_seconds: float = Field(description="The canary's wall time.")

@@ -73,7 +73,7 @@ def run_facts(record: RunRecord, *, source: str, report: str | None,
         deployment=deployment if isinstance(deployment, str) else None,
         vllm=versions.get("vllm") if isinstance(versions.get("vllm"), str) else None,
         hardware=hardware if isinstance(hardware, str) else None,
-        not_exercised=(tuple(exercise.get("not_exercised") or ()) if exercise else None),
+        not_exercised=(tuple(exercise.not_exercised) if exercise else None),
         alpha=record.gate.alpha, tasks=tasks)
 
 

@@ -130,3 +130,38 @@ class SpeedRecord(StoredRecord):
     gate: str | None = Field(None, description="met, missed, undecided, or None (no minimum).")
     note: str | None = Field(None, description="Why the speedup could not be measured, if "
                                                "so.")
+
+
+class TaskExerciseRecord(StoredRecord):
+    """What vLLM reports one arm did on one task (evals.analyse.exercise.TaskExercise)."""
+
+    model_config = PART_CONFIG
+
+    arm: str = Field(description="The arm.")
+    task: str = Field(description="The task.")
+    gated: bool | None = Field(None, description="Whether the task gates the run.")
+    queried_tokens: float | None = Field(None, description="Prompt tokens looked up in the "
+                                                           "prefix cache.")
+    cached_tokens: float | None = Field(None, description="Prompt tokens found there.")
+    drafted_tokens: float | None = Field(None, description="Speculative tokens drafted.")
+    accepted_tokens: float | None = Field(None, description="Speculative tokens accepted.")
+    preemptions: float | None = Field(None, description="Requests the scheduler preempted.")
+    cached_share: float | None = Field(None, description="cached_tokens / queried_tokens.")
+    acceptance: float | None = Field(None, description="accepted_tokens / drafted_tokens.")
+
+
+class ExerciseRecord(StoredRecord):
+    """Whether the optimizations the candidate declares engaged
+    (evals.analyse.exercise.ExerciseReport)."""
+
+    model_config = PART_CONFIG
+
+    declared: list[str] = Field([], description="What the candidate's engine turns on that the "
+                                            "baseline's does not.")
+    kv_cache_dtype: dict[str, str | None] = Field({}, description="Each arm's effective KV-cache "
+                                                              "dtype.")
+    tasks: list[TaskExerciseRecord] = Field([], description="Per arm and task, what vLLM "
+                                                        "reports it did.")
+    not_exercised: list[str] = Field([], description="Declared optimizations that never "
+                                                 "engaged.")
+    warnings: list[str] = Field([], description="What a reader of the verdict should know of it.")

@@ -17,8 +17,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from evals.record.load_curve_record import LoadCurveRecord
-from evals.record.run_parts import (ArmFaults, CacheStressRecord, PlatformRecord, PooledRecord,
-                                    SpeedRecord)
+from evals.record.run_parts import (ArmFaults, CacheStressRecord, ExerciseRecord,
+                                    PlatformRecord, PooledRecord, SpeedRecord)
 from evals.record.stored import RECORD_CONFIG, StoredRecord
 from evals.record.task_parts import (AnswerDistributionRecord, LabelsRecord, LengthsRecord,
                                      RepeatsRecord, SequentialRecord)
@@ -148,7 +148,7 @@ class RunRecord(StoredRecord):
                                                             "if any.")
     drift: dict[str, Any] | None = Field(None, description="A drift run's control charts.")
     gates: list[GateStepRecord] | None = Field(None, description="The gate steps in order.")
-    exercise: dict[str, Any] | None = Field(None, description="Whether the declared "
+    exercise: ExerciseRecord | None = Field(None, description="Whether the declared "
                                             "optimizations were exercised.")
     faults: dict[str, ArmFaults] | None = Field(None, description="Canary faults fired, per arm.")
     preflight: dict[str, Any] | None = Field(None, description="The doctor and the audit.")

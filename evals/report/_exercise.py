@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from evals.record.run_parts import ArmFaults
+from evals.record.run_parts import ArmFaults, ExerciseRecord
 from evals.report import _formatting as fmt
 
 
@@ -44,23 +44,24 @@ def _count(x) -> str:
     return f"{float(x):,.0f}" if fmt.finite(x) else fmt.MISSING
 
 
-def exercise_section(data: dict | None, faults: dict[str, ArmFaults] | None = None) -> ExerciseSection | None:
+def exercise_section(data: ExerciseRecord | None,
+                     faults: dict[str, ArmFaults] | None = None) -> ExerciseSection | None:
     """The section of a run's exercise record (RunRecord.exercise; a canary's too) and, for a
     run, its faults (RunRecord.faults)."""
     if not data:
         return None
     rows = tuple(ExerciseRow(
-        arm=str(r["arm"]), task=str(r["task"]) + ("" if r.get("gated", True) else " (not gated)"),
-        cached=(f"{_share(r.get('cached_share'))} ({_count(r.get('cached_tokens'))} of "
-                f"{_count(r.get('queried_tokens'))} tokens)"),
-        drafted=_count(r.get("drafted_tokens")), acceptance=_share(r.get("acceptance")),
-        preemptions=_count(r.get("preemptions"))) for r in data.get("tasks", []))
+        arm=r.arm, task=r.task + ("" if r.gated is not False else " (not gated)"),
+        cached=(f"{_share(r.cached_share)} ({_count(r.cached_tokens)} of "
+                f"{_count(r.queried_tokens)} tokens)"),
+        drafted=_count(r.drafted_tokens), acceptance=_share(r.acceptance),
+        preemptions=_count(r.preemptions)) for r in data.tasks)
     faults = tuple(FaultRow(arm=str(arm), fault=f.name, rate=str(f.rate),
                             fired=_count(record.fired.get(f.name, 0)))
                    for arm, record in (faults or {}).items() for f in record.requested)
-    kv = ", ".join(f"{arm}: {dtype}" for arm, dtype in (data.get("kv_cache_dtype") or {}).items())
-    missing = data.get("not_exercised") or []
+    kv = ", ".join(f"{arm}: {dtype}" for arm, dtype in data.kv_cache_dtype.items())
+    missing = data.not_exercised
     return ExerciseSection(
-        declared=", ".join(data.get("declared") or []) or "none (nothing the baseline lacks)",
+        declared=", ".join(data.declared) or "none (nothing the baseline lacks)",
         kv_cache_dtype=kv or fmt.MISSING,
         not_exercised=" and ".join(missing) if missing else None, rows=rows, faults=faults)

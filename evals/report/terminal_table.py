@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from evals.record.run_parts import ExerciseRecord
 from evals.record.run_record_model import RunRecord, TaskRecord
 from evals.report._summary_rows import platform_line
 from evals.report._speed import speed_change
@@ -66,19 +67,19 @@ def _share(x) -> str:
     return "-" if x is None else f"{x:.1%}"
 
 
-def _exercise_lines(exercise: dict | None) -> list[str]:
+def _exercise_lines(exercise: ExerciseRecord | None) -> list[str]:
     """What vLLM reports each arm did per task (evals.analyse.exercise)."""
-    if not exercise or not exercise.get("tasks"):
+    if exercise is None or not exercise.tasks:
         return []
     lines = ["", "EXERCISED (what vLLM reports it did; declared by the candidate: "
              f"{', '.join(exercise['declared']) or 'nothing the baseline lacks'}):"]
-    for r in exercise["tasks"]:
-        drafted = r.get("drafted_tokens")
-        draft = (f"draft acceptance {_share(r.get('acceptance'))} of {drafted:,.0f} tokens"
+    for r in exercise.tasks:
+        drafted = r.drafted_tokens
+        draft = (f"draft acceptance {_share(r.acceptance)} of {drafted:,.0f} tokens"
                  if drafted else "no drafts")
-        lines.append(f"  {r['arm']}: {r['task']}: prefix-cache hits "
-                     f"{_share(r.get('cached_share'))} of prompt tokens, {draft}, "
-                     f"{r.get('preemptions') or 0:,.0f} preemptions")
-    if exercise.get("not_exercised"):
-        lines.append(f"  NOT EXERCISED: {' and '.join(exercise['not_exercised'])}")
+        lines.append(f"  {r.arm}: {r.task}: prefix-cache hits "
+                     f"{_share(r.cached_share)} of prompt tokens, {draft}, "
+                     f"{r.preemptions or 0:,.0f} preemptions")
+    if exercise.not_exercised:
+        lines.append(f"  NOT EXERCISED: {' and '.join(exercise.not_exercised)}")
     return lines
