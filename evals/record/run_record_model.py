@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 from evals.record.load_curve_record import LoadCurveRecord
 from evals.record.run_parts import (ArmFaults, CacheStressRecord, ExerciseRecord,
                                     PlatformRecord, PooledRecord, SpeedRecord)
+from evals.record.shift_record import ShiftRecord
 from evals.record.stored import RECORD_CONFIG, StoredRecord
 from evals.record.task_parts import (AnswerDistributionRecord, LabelsRecord, LengthsRecord,
                                      RepeatsRecord, SequentialRecord)
@@ -152,6 +153,6 @@ class RunRecord(StoredRecord):
                                             "optimizations were exercised.")
     faults: dict[str, ArmFaults] | None = Field(None, description="Canary faults fired, per arm.")
     preflight: dict[str, Any] | None = Field(None, description="The doctor and the audit.")
-    shift: dict[str, Any] | None = Field(None, description="Distribution-shift analyses.")
+    shift: ShiftRecord | None = Field(None, description="Distribution-shift analyses.")
     load_curve: LoadCurveRecord | None = Field(None, description="The load sweep of both "
                                                "server arms (evals.analyse.load_curve), if run.")
