@@ -9,15 +9,15 @@ dumps the keys it was given, so study.json keeps its layout.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from evals.decide.outcome import Verdict
 from evals.errors import ExitCode
 from evals.plan.study import Study
 from evals.record.platform_record import run_platform
-from evals.record.run_parts import SpeedRecord
+from evals.record.run_parts import PlatformRecord, SpeedRecord
 from evals.schemas import STUDY
 from evals.record.run_record_model import RunRecord, StoredRecord, TaskRecord
 
@@ -43,6 +43,69 @@ class StudySpeed(StoredRecord):
     tpot_speedup: float = Field(description="Baseline TPOT / candidate TPOT.")
     ci_low: float | None = Field(description="Lower end of the speedup's interval.")
     ci_high: float | None = Field(description="Upper end of the speedup's interval.")
+
+
+class InteractionRecord(StoredRecord):
+    """Whether two optimizations interact on a task
+    (evals.analyse.interaction.TaskInteraction)."""
+
+    model_config = _CONFIG
+
+    task: str = Field(description="The task.")
+    first: str = Field(description="`factor=level` of the first optimization.")
+    second: str = Field(description="`factor=level` of the second optimization.")
+    arms: dict[str, str] = Field(description="Role (neither, first_only, second_only, both) "
+                                             "-> arm name.")
+    n: int = Field(description="Items every one of the four arms ran.")
+    accuracy: dict[str, float] = Field(description="Role -> the arm's mean on the task's "
+                                                   "accuracy scale.")
+    contrast: float | None = Field(description="Mean item-level interaction contrast; "
+                                               "None when the metric is not 0/1.")
+    ci_low: float | None = Field(description="Lower end of the contrast's interval.")
+    ci_high: float | None = Field(description="Upper end of the contrast's interval.")
+    pvalue: float | None = Field(description="One-sided: the combination is worse than its "
+                                             "parts add up to.")
+    items_one: int = Field(description="Items whose contrast is negative.")
+    items_two: int = Field(description="Items whose contrast is positive.")
+    significant: bool = Field(description="pvalue below the study's alpha.")
+    sentence: str = Field(description="The finding in one sentence.")
+
+
+class ArmDevices(StoredRecord):
+    """Which devices one arm had (evals.plan.devices.Assignment)."""
+
+    model_config = _CONFIG
+
+    devices: list[str | int] = Field(description="The GPU ids or CPU cores it had.")
+    env: dict[str, str] = Field(description="The environment its worker got (e.g. "
+                                            "CUDA_VISIBLE_DEVICES).")
+    order: int = Field(description="0 for the first arm started, 1 for the next, ...")
+
+
+class StudyDevices(StoredRecord):
+    """The study's device plan on this machine and each arm's devices
+    (evals.plan.devices.plan_record)."""
+
+    model_config = _CONFIG
+
+    kind: str = Field(description="gpu or cpu.")
+    pool: list[str | int] = Field(description="The devices handed out.")
+    parallel: int = Field(description="Most arms running at once.")
+    arms_per_gpu: int | None = Field(None, description="Most arms on one GPU at once.")
+    arms: dict[str, ArmDevices] = Field(description="Each arm's devices, in start order.")
+
+
+class RayPlacement(StoredRecord):
+    """Where a study's arms ran as Ray tasks (evals.dispatch.ray_executor)."""
+
+    model_config = _CONFIG
+
+    executor: Literal["ray"] = Field(description="Always `ray`.")
+    address: str = Field(description="The Ray cluster's address, or `local`.")
+    cluster: dict[str, int | float] = Field(description="The cluster's CPU and GPU totals.")
+    shards: str = Field(description="What one Ray task ran: a whole `arm` or one `task`.")
+    arms: dict[str, dict[str, int | float]] = Field(description="Each arm's Ray resources "
+                                                          "(num_cpus, num_gpus).")
 
 
 class StudyComparison(StoredRecord):
@@ -77,9 +140,9 @@ class StudyRecord(StoredRecord):
     config: str = Field(description="The study's config file.")
     baseline: str = Field(description="The arm every other arm is compared with.")
     arms: list[str] = Field(description="Every arm, the baseline first.")
-    factors: dict[str, list[Any]] = Field(description="A factorial study's factors and their "
+    factors: dict[str, list[str]] = Field(description="A factorial study's factors and their "
                                                       "levels.")
-    levels: dict[str, dict[str, Any]] = Field(description="Each arm's level of each factor.")
+    levels: dict[str, dict[str, str]] = Field(description="Each arm's level of each factor.")
     tasks: list[str] = Field(description="The tasks every comparison ran.")
     gate: StudyGate = Field(description="The study's gate.")
     verdict: Literal["PASS", "REGRESSION", "INCONCLUSIVE"] = Field(
@@ -87,17 +150,18 @@ class StudyRecord(StoredRecord):
     exit_code: int = Field(description="The process exit code of the study.")
     reason: str = Field(description="The verdict in one sentence.")
     comparisons: list[StudyComparison] = Field(description="Each candidate arm's comparison.")
-    interactions: list[dict[str, Any]] = Field(description="Factor interactions "
+    interactions: list[InteractionRecord] = Field(description="Factor interactions "
                                                "(evals.analyse.interaction), per task.")
     failed: dict[str, str] = Field(description="Each failed arm's message.")
-    engines: dict[str, Any] | None = Field(None, description="Each arm's effective engine "
-                                                             "config.")
-    versions: dict[str, Any] | None = Field(None, description="The library versions the arms "
+    engines: dict[str, dict[str, JsonValue] | None] | None = Field(
+        None, description="Each arm's effective engine config (setting -> value, as vLLM "
+        "reports it).")
+    versions: dict[str, str] | None = Field(None, description="The library versions the arms "
                                                               "ran with.")
-    platform: dict[str, Any] | None = Field(None, description="The machine the arms ran on.")
+    platform: PlatformRecord | None = Field(None, description="The machine the arms ran on.")
     wall_seconds: float = Field(description="The study's wall time.")
-    devices: dict[str, Any] | None = Field(None, description="Which devices (or Ray nodes) "
-                                                             "each arm had.")
+    devices: StudyDevices | RayPlacement | None = Field(None, description="Which devices "
+                                                        "(or Ray resources) each arm had.")
 
 
 def read_study_record(path: Path) -> StudyRecord:

@@ -108,15 +108,15 @@ def build_study_page(data: StudyRecord) -> StudyPage:
             cells=tuple(_cell(by_task[t]) if t in by_task else None for t in data.tasks)))
     interactions = []
     for i in data.interactions:
-        acc = i["accuracy"]
+        acc = i.accuracy
         interactions.append(InteractionRow(
-            task=i["task"], factors=f"{i['first']} x {i['second']}",
-            accuracy=(f"neither {acc['neither']:.3f}, {i['first']} {acc['first_only']:.3f}, "
-                      f"{i['second']} {acc['second_only']:.3f}, both {acc['both']:.3f}"),
-            contrast=_pts(i["contrast"]),
-            interval="-" if i["ci_low"] is None else f"[{_pts(i['ci_low'])}, {_pts(i['ci_high'])}]",
-            pvalue="-" if i["pvalue"] is None else f"{i['pvalue']:.3g}",
-            significant=bool(i["significant"]), sentence=i["sentence"]))
+            task=i.task, factors=f"{i.first} x {i.second}",
+            accuracy=(f"neither {acc['neither']:.3f}, {i.first} {acc['first_only']:.3f}, "
+                      f"{i.second} {acc['second_only']:.3f}, both {acc['both']:.3f}"),
+            contrast=_pts(i.contrast),
+            interval="-" if i.ci_low is None else f"[{_pts(i.ci_low)}, {_pts(i.ci_high)}]",
+            pvalue="-" if i.pvalue is None else f"{i.pvalue:.3g}",
+            significant=i.significant, sentence=i.sentence))
     gate = data.gate
     return StudyPage(
         title=f"{data.verdict} \u2013 study {data.name}", verdict=data.verdict,
