@@ -61,6 +61,10 @@ def test_a_sampled_chat_aa_reproduces_every_sample_and_passes(tmp_path):
     prompt = json.loads(next(run_dir.glob("arms/baseline/lm_eval/*/samples_tiny_addition_*"
                                           ".jsonl")).read_text().splitlines()[0])
     assert prompt["arguments"]["gen_args_0"]["arg_0"].startswith(SYSTEM + "\nAdd: ")
+    # the report plots the per-item rate differences: every item on zero
+    page = (run_dir / "report.html").read_text(encoding="utf-8")
+    assert '<section id="rates">' in page
+    assert f"{ITEMS} items, {REPEATS} repeats each: the rate fell at 0, rose at 0" in page
 
 
 WAVE_TASK = "recall_multiturn_b128"
