@@ -72,7 +72,7 @@ def _exercise_lines(exercise: ExerciseRecord | None) -> list[str]:
     if exercise is None or not exercise.tasks:
         return []
     lines = ["", "EXERCISED (what vLLM reports it did; declared by the candidate: "
-             f"{', '.join(exercise['declared']) or 'nothing the baseline lacks'}):"]
+             f"{', '.join(exercise.declared) or 'nothing the baseline lacks'}):"]
     for r in exercise.tasks:
         drafted = r.drafted_tokens
         draft = (f"draft acceptance {_share(r.acceptance)} of {drafted:,.0f} tokens"
