@@ -10,8 +10,6 @@ a conservative stand-in for Holm) is searched over the rate."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
 from pydantic import BaseModel, ConfigDict, Field
 
 from evals import stats
@@ -28,6 +26,16 @@ TARGET_POWER = 0.8
 _CONFIG = ConfigDict(extra="forbid", frozen=True)
 
 
+class FaultOptions(StoredRecord):
+    """A fault's options besides its name and rate (evals.plan.config.FaultConfig); it
+    dumps the options it was given."""
+
+    model_config = _CONFIG
+
+    only_with_spec_decode: bool | None = Field(None, description="prefix_hit_overrun only: "
+                                               "fire only with speculative decoding on.")
+
+
 class FaultResult(BaseModel):
     """One fault run: the candidate with the fault injected, against the baseline."""
 
@@ -37,7 +45,7 @@ class FaultResult(BaseModel):
     rate: float = Field(description="The rate it was injected at.")
     harmful: bool = Field(description="Whether the fault changes answers (the gate must "
                                       "catch it) or is benign (it must not).")
-    options: dict[str, Any] = Field(description="The fault's other options.")
+    options: FaultOptions = Field(description="The fault's other options.")
     verdict: str = Field(description="The fault run's verdict.")
     exit_code: int = Field(description="The fault run's exit code.")
     caught: bool = Field(description="The gate said REGRESSION.")

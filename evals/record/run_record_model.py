@@ -16,9 +16,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from evals.record.drift_record import DriftRecord
 from evals.record.load_curve_record import LoadCurveRecord
 from evals.record.run_parts import (ArmFaults, CacheStressRecord, ExerciseRecord,
                                     PlatformRecord, PooledRecord, SpeedRecord)
+from evals.record.preflight_record import PreflightRecord
 from evals.record.shift_record import ShiftRecord
 from evals.record.stored import RECORD_CONFIG, StoredRecord
 from evals.record.task_parts import (AnswerDistributionRecord, LabelsRecord, LengthsRecord,
@@ -147,12 +149,12 @@ class RunRecord(StoredRecord):
                                                                "checks.")
     pooled: PooledRecord | None = Field(None, description="The pooled verdict over tasks, "
                                                             "if any.")
-    drift: dict[str, Any] | None = Field(None, description="A drift run's control charts.")
+    drift: DriftRecord | None = Field(None, description="A drift run's control charts.")
     gates: list[GateStepRecord] | None = Field(None, description="The gate steps in order.")
     exercise: ExerciseRecord | None = Field(None, description="Whether the declared "
                                             "optimizations were exercised.")
     faults: dict[str, ArmFaults] | None = Field(None, description="Canary faults fired, per arm.")
-    preflight: dict[str, Any] | None = Field(None, description="The doctor and the audit.")
+    preflight: PreflightRecord | None = Field(None, description="The doctor and the audit.")
     shift: ShiftRecord | None = Field(None, description="Distribution-shift analyses.")
     load_curve: LoadCurveRecord | None = Field(None, description="The load sweep of both "
                                                "server arms (evals.analyse.load_curve), if run.")

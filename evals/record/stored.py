@@ -38,5 +38,6 @@ class StoredRecord(BaseModel):
     @model_serializer(mode="wrap")
     def _given_keys(self, handler) -> dict[str, object]:
         data = handler(self)
-        return {k: v for k, v in data.items()
-                if k in self.model_fields_set or k == "schema_version"}
+        fields = type(self).model_fields
+        given = {fields[name].serialization_alias or name for name in self.model_fields_set}
+        return {k: v for k, v in data.items() if k in given or k == "schema_version"}

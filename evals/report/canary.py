@@ -58,7 +58,7 @@ def _href(run_id: str) -> str:
 def build_canary_page(record: CanaryRecord) -> CanaryPage:
     rows = []
     for r in record.faults:
-        spec = " (only with spec decode)" if r.options.get("only_with_spec_decode") else ""
+        spec = " (only with spec decode)" if r.options.only_with_spec_decode else ""
         rate = r.min_detectable_rate
         rows.append(CanaryRow(
             fault=r.fault + spec, rate=f"{r.rate:g}",
@@ -100,8 +100,8 @@ def render_canary_table(record: CanaryRecord) -> str:
               "fired", "caught", "min rate @80%")
     rows = [header]
     for r in record.faults:
-        name = r.fault + (" (only with spec decode)" if r.options.get(
-            "only_with_spec_decode") else "")
+        name = r.fault + (" (only with spec decode)" if r.options.only_with_spec_decode
+                          else "")
         rows.append((name, f"{r.rate:g}", "yes" if r.harmful else "no", r.verdict,
                      str(r.exit_code), str(r.correct_to_wrong), str(r.wrong_to_correct),
                      f"{r.items_used}/{r.items_planned}", str(r.fired),
