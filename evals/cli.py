@@ -273,7 +273,7 @@ def _print_runs(store, entries) -> None:
 
 
 def _ab(args: argparse.Namespace) -> int:
-    from evals.dispatch.executor import Executor
+    from evals.plan.executor import Executor
     from evals.plan.study import Study, load_run_config
 
     # the config first: a bad one exits before the pipeline's imports (scipy, ~1 s)

@@ -28,9 +28,10 @@ from evals import stats
 from evals.pair.metric_scale import pair_normalised
 from evals.pair.pairing import PairedTask
 from evals.pair.samples import read_output_dir
-from evals.plan.config import ABConfig
-from evals.plan.schedule import chunks, item_order, sequential_alpha  # noqa: F401  (chunks re-exported)
+from evals.plan.run_plan import RunPlan
+from evals.plan.schedule import chunks, item_order  # noqa: F401  (chunks re-exported)
 from evals.runner.asks import LOOK
+from evals.runner.layout import ArmLayout
 
 @dataclass(frozen=True, slots=True)
 class SequentialSummary:
@@ -102,23 +103,27 @@ class Looks:
     above. The pipeline hands it to the run stage as the candidate's answerer. Each task's
     last look is kept for the analysis, which so does not compute it again."""
 
-    def __init__(self, config: ABConfig, baseline_dir: Path, candidate_dir: Path):
-        self.config, self.baseline_dir, self.candidate_dir = config, baseline_dir, candidate_dir
+    def __init__(self, plan: RunPlan):
+        assert plan.looks is not None, "a plan without `sequential:` takes no looks"
+        self.schedule, self.seed = plan.looks, plan.seed
+        self.tasks = {t.name: t for t in plan.tasks}
+        self.baseline_dir, self.candidate_dir = (
+            ArmLayout(Path(plan.specs[arm].output_dir)).lm_eval_dir
+            for arm in ("baseline", "candidate"))
         self.last: dict[str, SequentialSummary] = {}
 
     def __call__(self, question: dict) -> dict:
         if question["kind"] != LOOK:
             return {"go": True}
         task, n_items = question["task"], int(question["n_items"])
-        spec = next(t for t in self.config.tasks if t.name == task)
+        spec = self.tasks[task]
         paired = pair_normalised(spec, read_output_dir(self.baseline_dir, [task]),
                        read_output_dir(self.candidate_dir, [task]), spec.filter,
                        str(self.candidate_dir), baseline_superset=True)
         try:
             summary = sequential_for_task(
-                paired, item_order(n_items, self.config.seed, task),
-                chunk=self.config.sequential.chunk, alpha=sequential_alpha(self.config),
-                margin=self.config.gate.margin, n_items=n_items)
+                paired, item_order(n_items, self.seed, task), chunk=self.schedule.chunk,
+                alpha=self.schedule.alpha, margin=self.schedule.margin, n_items=n_items)
         except ValueError as exc:  # e.g. a metric that is not 0/1
             return {"error": str(exc)}
         self.last[task] = summary

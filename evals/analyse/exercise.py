@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from evals.paths import ARMS
 from evals.plan.config import ABConfig
+from evals.plan.run_plan import RunPlan
 from evals.plan.optimizations import FP8_KV_CACHE, PREFIX_CACHING, declared_optimizations
 
 
@@ -150,3 +152,12 @@ def assess_config(config: ABConfig, manifests: dict[str, dict], *, candidate: st
     declared = declared_optimizations(config.arm(baseline).engine if baseline else {},
                                       config.arm(candidate).engine)
     return assess(declared, manifests, {t.name: t.gate for t in config.tasks})
+
+
+def assess_plan(plan: RunPlan, manifests: dict[str, dict]) -> ExerciseReport:
+    """`assess` for a two-arm run's plan: what the candidate's engine turns on that the
+    baseline's does not, each task gated as planned."""
+    declared = declared_optimizations(plan.specs["baseline"].engine,
+                                      plan.specs["candidate"].engine)
+    return assess(declared, {name: manifests[name] for name in ARMS},
+                  {t.name: t.gate for t in plan.tasks})

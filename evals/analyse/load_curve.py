@@ -183,8 +183,9 @@ def _e2e_tokens(raw: dict, concurrency: int) -> tuple[list[float], list[int]]:
 
 
 def load_curve_of(config, arm_roots: dict[str, Path]) -> LoadCurve | None:
-    """The load curve of a config with `speed:` (evals.plan.config.SpeedSweepConfig) from
-    its arms' folders; None without `speed:`. Intervals at the speed gate's level."""
+    """The load curve of a run with `speed:` (evals.plan.config.SpeedSweepConfig) from its
+    arms' folders; None without `speed:`. Intervals at the speed gate's level. `config`:
+    what has `speed`, `seed` and `gate` (a RunPlan, or an ABConfig)."""
     speed = config.speed
     if speed is None:
         return None

@@ -25,7 +25,6 @@ import numpy as np
 
 from evals import stats
 from evals.analyse.task_analysis import TaskAnalysis
-from evals.plan.config import ABConfig
 from evals.errors import UserError
 from evals.decide.outcome import DRIFT_KIND as KIND
 from evals.schemas import DRIFT_CHART
@@ -42,10 +41,6 @@ class DriftInput:
     deployment: str
     golden_run: str
     arm: str
-
-
-def deployment_name(config: ABConfig) -> str:
-    return config.drift.deployment or config.name
 
 
 def drift_run_id(base_id: str, now: datetime | None = None) -> str:

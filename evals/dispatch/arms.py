@@ -16,6 +16,7 @@ from evals.plan.arm_spec import ArmSpec, package_versions
 from evals.plan.config import DEFAULT_TASKS_DIR, ABConfig
 from evals.plan.arm_env import arm_env
 from evals.plan.decoding import arm_sampling
+from evals.plan.run_plan import RunPlan
 from evals.plan.study import Study
 from evals.errors import UserError
 from evals.paths import ARMS
@@ -173,7 +174,7 @@ def fresh_or_reused(specs: dict[str, ArmSpec], store, fresh: bool, echo) -> None
         reuse_from_store(specs, store, echo)
 
 
-def run_arms(config: ABConfig, specs: dict[str, ArmSpec], echo,
+def run_arms(config: ABConfig | RunPlan, specs: dict[str, ArmSpec], echo,
              answers: dict[str, Answerer] | None = None,
              audit=None, in_workers=None) -> tuple[dict, dict]:
     """Each arm in turn (evals.runner.launch.run_arms_in_turn). The first arm that runs
@@ -181,7 +182,8 @@ def run_arms(config: ABConfig, specs: dict[str, ArmSpec], echo,
     starts); a stop is raised once that worker has exited, before any other arm builds its
     engine. `in_workers` (evals.preflight.checks.ResolvedInWorkers) answers the workers that
     resolve configs for the audit; the audit may wait for them, so it is joined only after
-    the first arm that runs, never before."""
+    the first arm that runs, never before. `config` (or the run's plan) names the config file
+    in a worker's bad-input message."""
     answers = dict(answers or {})
     if in_workers is not None:
         answers = {name: in_workers.answerer(name, answers.get(name)) for name in specs}
@@ -219,8 +221,7 @@ def manifests_of(layouts: dict[str, ArmLayout], specs: dict[str, ArmSpec]) -> di
     return manifests
 
 
-def run_arms_on_ray(config: ABConfig, specs: dict[str, ArmSpec], echo,
-                    executor) -> tuple[dict, dict, dict]:
+def run_arms_on_ray(specs: dict[str, ArmSpec], echo, executor) -> tuple[dict, dict, dict]:
     """The arms as Ray tasks (evals.dispatch.ray_executor); a failed arm fails the run (exit 4)
     after the others finished, and a rerun resumes it."""
     from evals.errors import RunFailed

@@ -1,28 +1,15 @@
-"""Where a pipeline's arms run: this machine (the default) or Ray tasks."""
+"""Where a pipeline's arms run (evals.plan.executor.Executor, a fact of the plan): reaching
+a Ray cluster before any arm is sent to it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from evals.plan.executor import LOCAL, Executor
+
+__all__ = ["LOCAL", "Executor", "check_executor"]
 
 
-@dataclass(frozen=True)
-class Executor:
-    """Where arms run: this machine (`local`, the default) or Ray tasks (`ray`, at `address`,
-    None: a local Ray); `parallel`: most arms at once (evals.dispatch.concurrent);
-    `arms_per_gpu`: most one-GPU arms sharing one GPU at once (local studies only)."""
-
-    ray: bool = False
-    address: str | None = None
-    parallel: int | None = None
-    arms_per_gpu: int = 1
-    shard_tasks: bool = False
-    """Ray: one Ray task per arm x task instead of per arm."""
-
-    def check(self) -> None:
-        """Preflight: Ray is installed and its cluster reachable (else one UserError)."""
-        if self.ray:
-            from evals.dispatch.ray_executor import connect
-            connect(self.address)
-
-
-LOCAL = Executor()
+def check_executor(executor: Executor) -> None:
+    """Ray is installed and its cluster reachable (else one UserError); nothing locally."""
+    if executor.ray:
+        from evals.dispatch.ray_executor import connect
+        connect(executor.address)

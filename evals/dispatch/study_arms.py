@@ -8,7 +8,7 @@ from evals.plan.study import Study
 from evals.preflight.checks import AuditWhileStarting
 from evals.dispatch.arms import manifests_of
 from evals.dispatch.concurrent import device_plan, run_side_by_side
-from evals.dispatch.executor import Executor
+from evals.plan.executor import Executor
 from evals.dispatch.ray_executor import submit_arms
 from evals.runner.layout import ArmLayout
 

@@ -7,6 +7,9 @@ code is laid out"): plan -> preflight -> run -> pair -> analyse -> decide -> rec
 - `study`: N arms, each compared with the baseline, one Holm family over them all.
 - `canary`: the `ab` run again with each fault injected into the candidate.
 
-`ab` and `study` share their run sequence (`preflight_and_run`); every comparison ends in
-`finish` (pair, analyse, decide, record, report).
+`ab` makes a frozen plan (evals.plan.run_plan.RunPlan) and hands it, not the config, to
+preflight, the run and finish. `ab` and `study` share their run step (`run`: store reuse,
+the audit beside the first engine start, a `RunResult` of manifests with effective configs
+and the audit's outcome); every comparison ends in `finish` (pair, analyse, decide,
+record, report).
 """

@@ -9,13 +9,12 @@ from pathlib import Path
 
 from evals.analyse.exercise import assess_config
 from evals.decide.drift import KIND as DRIFT_KIND
-from evals.decide.drift import (DriftInput, deployment_name, drift_run_id, golden_arm_dir,
-                                history_points)
+from evals.decide.drift import DriftInput, drift_run_id, golden_arm_dir, history_points
 from evals.errors import ExitCode, UserError
 from evals.pair.samples import read_output_dir
 from evals.paths import REPORTS_DIR
 from evals.pipelines.finish import RunEvidence, finish
-from evals.plan.config import ABConfig
+from evals.plan.config import ABConfig, deployment_name
 from evals.preflight.checks import check_inputs, doctor_checks
 from evals.dispatch.arms import arm_specs, run_arms, run_id_for
 from evals.store import open_store, record_in_store

@@ -28,8 +28,9 @@ from evals.pair.repeats import read_arm_repeats
 from evals.pair.samples import read_output_dir
 from evals.paths import REPORTS_DIR, STUDY_FILE, STUDY_PAGE
 from evals.pipelines.finish import RunEvidence, finish
-from evals.pipelines.preflight_and_run import preflight_and_run
+from evals.pipelines.run import run_with_audit
 from evals.plan.config import check_local_models
+from evals.plan.executor import LOCAL, Executor
 from evals.plan.study import Study
 from evals.preflight.checks import check_effective_configs, check_fault_support, check_inputs, doctor_checks
 from evals.preflight.cpu_support import check_cpu_support
@@ -37,7 +38,7 @@ from evals.preflight.study_checks import check_study_arms_differ, study_audit
 from evals.schemas import STUDY
 from evals.record.study_record import StudyComparison, build_study_record, comparison_entry
 from evals.dispatch.arms import speed_records, study_specs
-from evals.dispatch.executor import LOCAL, Executor
+from evals.dispatch.executor import check_executor
 from evals.dispatch.study_arms import run_study_arms
 from evals.store import open_store, record_in_store
 
@@ -57,7 +58,7 @@ def run_study(study: Study, reports_dir: Path = REPORTS_DIR, fresh: bool = False
         check_cpu_support(comparison, names={"baseline": f"arm {study.baseline}",
                                              "candidate": f"arm {arm}"})
     check_inputs(settings, devices=False)  # the device plan checks every arm by name
-    executor.check()
+    check_executor(executor)
     for comparison in study.comparisons.values():
         check_fault_support(comparison)
     run_dir = Path(reports_dir) / study.run_id()
@@ -69,7 +70,7 @@ def run_study(study: Study, reports_dir: Path = REPORTS_DIR, fresh: bool = False
     tasks = [t.name for t in settings.tasks]
     started = time.time()
     # run: each arm once; the audit resolves every arm while the first engine starts
-    arms_run = preflight_and_run(
+    arms_run = run_with_audit(
         specs, store, fresh=fresh, echo=echo,
         banner=(f"[evals] study {run_dir.name}: {len(specs)} arms ({', '.join(specs)}), "
                 f"{len(tasks)} task(s); each arm vs {study.baseline}"),

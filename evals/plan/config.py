@@ -365,6 +365,12 @@ class ABConfig(_Strict):
         return self.arm(name).model or self.model
 
 
+def deployment_name(config: ABConfig) -> str:
+    """The name the run store tracks a config's runs under: `drift.deployment`, else the
+    config's name."""
+    return config.drift.deployment or config.name
+
+
 def _deep_merge(base: dict, override: dict) -> dict:
     merged = dict(base)
     for key, value in override.items():

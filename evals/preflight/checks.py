@@ -1,6 +1,9 @@
 """Preflight: everything checked before an arm's engine runs an item. Bad input here is a
 UserError (exit 2) naming the config file.
 
+- `preflight`: a two-arm run's plan (evals.plan.run_plan.RunPlan) checked before any
+  engine starts - the checks below but the audit, which needs each arm's resolved config;
+
 - `check_inputs`: local model folders exist, this CPU can run what the arms ask of vLLM's
   CPU backend (evals.preflight.cpu_support), canary faults can be injected into this vLLM,
   every task name resolves (before any subprocess starts);
@@ -28,6 +31,7 @@ from evals.plan.decoding import repeats_warnings
 from evals.preflight.audit import audit_resolved
 from evals.preflight.cpu_support import check_cpu_support
 from evals.plan.config import DEFAULT_TASKS_DIR, ABConfig, check_local_models
+from evals.plan.run_plan import RunPlan
 from evals.preflight.doctor import diagnose_config
 from evals.preflight.recall_geometry import check_trigger_geometry
 from evals.errors import UserError
@@ -39,6 +43,19 @@ from evals.runner.launch import arm_is_complete
 from evals.runner.layout import ArmLayout
 from evals.runner.task_index import unknown_tasks
 from evals.runner.vllm_compat import installed_vllm, release_problem
+
+
+def preflight(plan: RunPlan, echo=print) -> dict:
+    """A two-arm run's plan checked before any engine starts: its inputs (`check_inputs`;
+    the devices only where the arms run here), that a sequential run runs locally, that the
+    arms differ (or an A/A says they do not), the model doctor. What was found, for the
+    record (`doctor_checks`); a problem is a UserError."""
+    check_inputs(plan.config, devices=not plan.executor.ray)
+    if plan.executor.ray and plan.looks:
+        raise UserError(f"{plan.source}: `sequential` needs the local executor (the parent "
+                        "answers each look of the running arm); drop `--executor ray`.")
+    check_arms_differ(plan.config, plan.specs)
+    return doctor_checks(plan.config, echo=echo)
 
 
 def check_inputs(config: ABConfig, devices: bool = True) -> None:
@@ -281,6 +298,13 @@ def config_audit(config: ABConfig, specs: dict[str, ArmSpec], *,
     trigger_geometry(config, {arm: r.effective for arm, r in resolved.items()}, specs, echo)
     return AuditOutcome(audit=audit.to_dict(), warnings=tuple(audit.warning_lines()),
                         resolved={arm: r.effective for arm, r in resolved.items()})
+
+
+def plan_audit(plan: RunPlan, *, echo=print,
+               in_workers: ResolvedInWorkers | None = None) -> AuditOutcome:
+    """`config_audit` of a two-arm run's plan."""
+    return config_audit(plan.config, dict(plan.specs), allow_undeclared=plan.allow_undeclared,
+                        echo=echo, in_workers=in_workers)
 
 
 def with_resolved_configs(manifests: dict[str, dict], resolved: dict) -> dict[str, dict]:
