@@ -53,11 +53,10 @@ def run_facts(record: RunRecord, *, source: str, report: str | None,
     if deployment is None:
         drift = config.get("drift") if isinstance(config.get("drift"), dict) else {}
         deployment = drift.get("deployment") or config.get("name")
-    candidate = record.arms.get("candidate") or {}
-    versions = candidate.get("versions") if isinstance(candidate.get("versions"), dict) else {}
-    arm_platform = candidate.get("platform") if isinstance(candidate.get("platform"), dict) \
-        else {}
-    hardware = record.platform.summary if record.platform else arm_platform.get("summary")
+    candidate = record.arms.get("candidate")
+    versions = (candidate.versions if candidate else None) or {}
+    platform = record.platform or (candidate.platform if candidate else None)
+    hardware = platform.summary if platform else None
     exercise = record.exercise
     tasks = tuple(TaskResult(
         task=t.task, metric=t.metric, binary=bool(t.binary), clustered=t.clusters is not None,

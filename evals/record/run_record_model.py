@@ -12,10 +12,11 @@ was.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, JsonValue
 
+from evals.record.arm_record import ArmRecord
 from evals.record.drift_record import DriftRecord
 from evals.record.load_curve_record import LoadCurveRecord
 from evals.record.run_parts import (ArmFaults, CacheStressRecord, ExerciseRecord,
@@ -135,13 +136,14 @@ class RunRecord(StoredRecord):
     reason: str = Field(description="The verdict in one sentence.")
     gate: GateRecord = Field(description="The statistical gate used.")
     tasks: list[TaskRecord] = Field(description="Every task's analysis and verdict.")
-    arms: dict[str, dict[str, Any]] = Field(description=(
+    arms: dict[str, ArmRecord] = Field(description=(
         "Each arm's manifest (engine config, timings, versions, its `replicate`) and per task "
         "(`tasks.<task>`) its record: `outcome` ran or reused, for a reused one the run "
         "(`reused_run`) and arm directory (`reused_from`) it came from and why its key matched "
         "(`reuse_reason`), and where its engine run was (`ran_in`)."))
     sources: dict[str, str] = Field(description="Where each arm's samples came from.")
-    config: dict[str, Any] = Field(description="The run's configuration as given.")
+    config: dict[str, JsonValue] = Field(description="The run's configuration as given "
+                                         "(JSON values, in the order given).")
     warnings: list[str] = Field(description="Things a reader of the verdict should know.")
     speed: SpeedRecord | None = Field(None, description="The speed analysis of an A/B run "
                                          "(evals.analyse.speed), if measured.")

@@ -20,7 +20,8 @@ _Record = TypeVar("_Record", bound="StoredRecord")
 
 
 class StoredRecord(BaseModel):
-    """A record that dumps the keys it was given, with `schema_version` always."""
+    """A record that dumps the keys it was given, with its `schema_version` always (a part
+    whose version is optional only when it has one)."""
 
     @classmethod
     def from_stored(cls: type[_Record], data: dict, where: object) -> _Record:
@@ -39,5 +40,7 @@ class StoredRecord(BaseModel):
     def _given_keys(self, handler) -> dict[str, object]:
         data = handler(self)
         fields = type(self).model_fields
-        given = {fields[name].serialization_alias or name for name in self.model_fields_set}
-        return {k: v for k, v in data.items() if k in given or k == "schema_version"}
+        given = {(fields[name].serialization_alias if name in fields else None) or name
+                 for name in self.model_fields_set}  # with extra="allow", extras are given
+        return {k: v for k, v in data.items()
+                if k in given or (k == "schema_version" and v is not None)}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from evals.record.arm_record import ArmRecord, ArmTaskRecord
 from evals.record.run_record_model import RunRecord
 from evals.report import _formatting as fmt
 from evals.paths import ARMS
@@ -93,73 +94,73 @@ def pair_table(slug: str, title: str, baseline, candidate, filterable: bool = Fa
                      filterable)
 
 
-def _identity(arm: dict) -> dict:
-    keys = ("model", "model_hash", "engine_start_seconds", "wall_seconds_last_run", "source")
-    return {k: arm[k] for k in keys if k in arm}
+_IDENTITY = ("model", "model_hash", "engine_start_seconds", "wall_seconds_last_run", "source")
 
 
-def _timings(base: dict, cand: dict) -> tuple[TaskTiming, ...]:
-    tb, tc = base.get("tasks") or {}, cand.get("tasks") or {}
+def _identity(arm: ArmRecord) -> dict:
+    return {k: getattr(arm, k) for k in _IDENTITY if k in arm.model_fields_set}
+
+
+def _rate(r: ArmTaskRecord) -> str:
+    wall, tokens = r.wall_seconds, r.generated_tokens
+    if fmt.finite(wall) and fmt.finite(tokens) and wall > 0 and tokens > 0:
+        return f"{tokens / wall:,.1f}"
+    return fmt.MISSING
+
+
+def _timings(base: ArmRecord, cand: ArmRecord) -> tuple[TaskTiming, ...]:
+    tb, tc = base.tasks or {}, cand.tasks or {}
     out = []
     for task in sorted(set(tb) | set(tc)):
-        rb, rc = tb.get(task) or {}, tc.get(task) or {}
-
-        def rate(r):
-            wall, tokens = r.get("wall_seconds"), r.get("generated_tokens")
-            if fmt.finite(wall) and fmt.finite(tokens) and wall > 0 and tokens > 0:
-                return f"{tokens / wall:,.1f}"
-            return fmt.MISSING
-
-        out.append(TaskTiming(task, fmt.seconds(rb.get("wall_seconds")),
-                              fmt.seconds(rc.get("wall_seconds")),
-                              fmt.count(rb.get("generated_tokens")),
-                              fmt.count(rc.get("generated_tokens")), rate(rb), rate(rc)))
+        rb = tb[task] if task in tb else ArmTaskRecord()
+        rc = tc[task] if task in tc else ArmTaskRecord()
+        out.append(TaskTiming(task, fmt.seconds(rb.wall_seconds), fmt.seconds(rc.wall_seconds),
+                              fmt.count(rb.generated_tokens), fmt.count(rc.generated_tokens),
+                              _rate(rb), _rate(rc)))
     return tuple(out)
 
 
-def _platform(manifest: dict) -> dict | None:
+def _platform(arm: ArmRecord) -> dict | None:
     """An arm's machine: its line, its CPU flags and GPUs (summary `arms.<arm>.platform`)."""
-    record = manifest.get("platform")
-    if not isinstance(record, dict):
+    record = arm.platform
+    if record is None:
         return None
-    return {"machine": record.get("summary"), "CPU flags": " ".join(record.get("isa") or ()),
-            "vLLM CPU kernels": record.get("vllm_cpu_kernels")}
+    return {"machine": record.summary, "CPU flags": " ".join(record.isa or ()),
+            "vLLM CPU kernels": record.vllm_cpu_kernels}
 
 
-def _provenance(arms: dict) -> tuple[TaskProvenance, ...]:
+def _provenance(arms: dict[str, ArmRecord]) -> tuple[TaskProvenance, ...]:
     rows = []
     for arm, manifest in arms.items():
-        tasks = manifest.get("tasks") if isinstance(manifest, dict) else None
-        for task, record in (tasks or {}).items():
-            if not isinstance(record, dict) or "outcome" not in record:
+        for task, record in (manifest.tasks or {}).items():
+            if record.outcome is None:
                 continue  # a run from before outcomes were recorded
-            reused = record["outcome"] == "reused"
+            reused = record.outcome == "reused"
             rows.append(TaskProvenance(
-                arm, task, str(record["outcome"]), str(record.get("reused_run") or ""),
-                str(record.get("reused_from") or "") if reused else "",
-                str(record.get("reuse_reason") or "") if reused else ""))
+                arm, task, record.outcome, record.reused_run or "",
+                (record.reused_from or "") if reused else "",
+                (record.reuse_reason or "") if reused else ""))
     return tuple(rows)
 
 
 def arms_section(summary: RunRecord) -> ArmsSection:
     arms = summary.arms
-    base, cand = (arms.get(a) if isinstance(arms.get(a), dict) else {} for a in ARMS)
+    base, cand = (arms[a] if a in arms else ArmRecord() for a in ARMS)
     specs = [
         ("identity", "Model and source", _identity(base), _identity(cand), False),
-        ("versions", "Versions", base.get("versions"), cand.get("versions"), False),
+        ("versions", "Versions", base.versions, cand.versions, False),
         ("platform", "Platform (where the arm's worker ran)", _platform(base), _platform(cand),
          False),
-        ("requested", "Requested engine arguments", base.get("requested_engine_args"),
-         cand.get("requested_engine_args"), False),
+        ("requested", "Requested engine arguments", base.requested_engine_args,
+         cand.requested_engine_args, False),
         ("sampling", "Chat template, decoding settings and repeats (as the arm ran them)",
-         base.get("sampling"), cand.get("sampling"), False),
+         base.sampling, cand.sampling, False),
         ("effective", "Effective engine config (as vLLM ran it)",
-         base.get("effective_engine_config"), cand.get("effective_engine_config"), True),
-        ("generation", "Generation", base.get("generation"), cand.get("generation"), False),
-        ("spec-decode", "Speculative decoding counters", base.get("spec_decode"),
-         cand.get("spec_decode"), False),
-        ("lm-eval", "lm-eval config", base.get("lm_eval_config"), cand.get("lm_eval_config"),
-         True),
+         base.effective_engine_config, cand.effective_engine_config, True),
+        ("generation", "Generation", base.generation, cand.generation, False),
+        ("spec-decode", "Speculative decoding counters", base.spec_decode, cand.spec_decode,
+         False),
+        ("lm-eval", "lm-eval config", base.lm_eval_config, cand.lm_eval_config, True),
     ]
     tables = tuple(t for t in (pair_table(*spec) for spec in specs) if t.rows)
     return ArmsSection(kind=summary.kind, tables=tables,

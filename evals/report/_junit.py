@@ -23,9 +23,9 @@ SUITE_NAME = "vllm-regression-evals"
 def _task_seconds(summary: RunRecord, task: str) -> float:
     total = 0.0
     for arm in summary.arms.values():
-        record = ((arm or {}).get("tasks") or {}).get(task) if isinstance(arm, dict) else None
-        if isinstance(record, dict) and fmt.finite(record.get("wall_seconds")):
-            total += float(record["wall_seconds"])
+        tasks = arm.tasks or {}
+        if task in tasks and fmt.finite(tasks[task].wall_seconds):
+            total += float(tasks[task].wall_seconds)
     return total
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from evals.analyse.speed import describe_requirement, describe_speedup
+from evals.record.arm_record import ArmRecord, ArmTaskRecord
 from evals.record.run_parts import ArmSpeedRecord, SpeedRecord
 from evals.record.run_record_model import RunRecord
 from evals.report import _formatting as fmt
@@ -90,13 +91,12 @@ def speed_section(summary: RunRecord) -> SpeedSection | None:
                         gate=_gate_text(speed), note=speed.note)
 
 
-def _task_records(arm: dict) -> dict[str, dict]:
-    tasks = arm.get("tasks") if isinstance(arm, dict) else None
-    return {k: v for k, v in (tasks or {}).items() if isinstance(v, dict)}
+def _task_records(arm: ArmRecord | None) -> dict[str, ArmTaskRecord]:
+    return dict(arm.tasks or {}) if arm is not None else {}
 
 
-def _number(record: dict, key: str) -> float:
-    value = record.get(key)
+def _number(record: ArmTaskRecord, key: str) -> float:
+    value = getattr(record, key)
     return float(value) if fmt.finite(value) else 0.0
 
 
@@ -106,7 +106,7 @@ def speed_change(summary: RunRecord) -> SpeedChange | None:
     if speed is not None and fmt.finite(speed.tpot_speedup):
         return SpeedChange(text=_speedup_text(speed))
     arms = summary.arms
-    base, cand = _task_records(arms.get("baseline", {})), _task_records(arms.get("candidate", {}))
+    base, cand = (_task_records(arms[a]) if a in arms else {} for a in ("baseline", "candidate"))
     timed = sorted(t for t in set(base) & set(cand)
                    if _number(base[t], "wall_seconds") > 0 and _number(cand[t], "wall_seconds") > 0)
     tokens_b = sum(_number(base[t], "generated_tokens") for t in timed)

@@ -87,12 +87,10 @@ def task_results(summary: RunRecord, run_dir: Path) -> list[dict]:
     """Content key -> arm directory, for every task record of every arm (for arm reuse)."""
     out = []
     for arm, info in summary.arms.items():
-        if not isinstance(info, dict):
-            continue
-        path = info.get("output_dir") or str(run_dir / "arms" / arm)
-        for task, record in (info.get("tasks") or {}).items():
-            if isinstance(record, dict) and record.get("key"):
-                out.append({"key": str(record["key"]), "arm": str(arm), "task": str(task),
+        path = info.output_dir or str(run_dir / "arms" / arm)
+        for task, record in (info.tasks or {}).items():
+            if record.key:
+                out.append({"key": record.key, "arm": str(arm), "task": str(task),
                             "path": str(path)})
     return out
 
@@ -147,7 +145,7 @@ def build_manifest(record: RunRecord, rows: list[dict], *, run_dir: Path, genera
         "summary_schema_version": record.schema_version,
         "config_name": config_name,
         "config": config,
-        "arms": record.arms,  # effective engine configs, versions, hashes, timings
+        "arms": summary["arms"],  # effective engine configs, versions, hashes, timings
         "tasks": summary["tasks"],
         "task_stats": task_stats(record, rows),
         "task_results": task_results(record, run_dir),
