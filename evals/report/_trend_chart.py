@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from evals.record.drift_record import DriftChartRecord
 from evals.report import _formatting as fmt
 from evals.report._svg_axis import Axis
 from evals.store import SeriesPoint
@@ -80,20 +81,22 @@ def _polyline(xs: list[float], ys: list[float]) -> str:
     return " ".join(f"{x:.2f},{y:.2f}" for x, y in zip(xs, ys))
 
 
-def _gate_points(gate: dict, series: tuple[SeriesPoint, ...]) -> list[SeriesPoint | tuple]:
+def _gate_points(gate: DriftChartRecord,
+                 series: tuple[SeriesPoint, ...]) -> list[SeriesPoint | tuple]:
     """The gate's runs in its order: the stored series point when the store has it (for
     the interval, date and golden flag), else (run_id, delta) from the chart itself."""
     by_run = {p.run_id: p for p in series}
-    return [by_run.get(run, (run, delta)) for run, delta in zip(gate["runs"], gate["delta"])]
+    return [by_run[run] if run in by_run else (run, delta)
+            for run, delta in zip(gate.runs, gate.delta)]
 
 
-def task_chart(task: str, series: tuple[SeriesPoint, ...], gate: dict | None,
+def task_chart(task: str, series: tuple[SeriesPoint, ...], gate: DriftChartRecord | None,
                gate_run_id: str | None, golden_run_id: str | None) -> TaskChart:
     """The chart of one task: `series` is every stored run's point (oldest first); `gate`
     the newest drift run's stored chart of this task (`gate_run_id`), or None."""
     points = _gate_points(gate, series) if gate else list(series)
-    alarm_idx = set(gate["alarms"]) if gate else set()
-    target = float(gate.get("target", 0.0)) if gate else None
+    alarm_idx = set(gate.alarms) if gate else set()
+    target = (gate.target or 0.0) if gate else None
 
     def delta(p) -> float:
         return p.delta if isinstance(p, SeriesPoint) else float(p[1])
@@ -104,7 +107,7 @@ def task_chart(task: str, series: tuple[SeriesPoint, ...], gate: dict | None,
         if isinstance(p, SeriesPoint):
             values += [v * 100 for v in (p.ci_low, p.ci_high) if fmt.finite(v)]
     if gate:
-        values += [v * 100 for v in gate["lower_limit"] + gate["ewma"] if fmt.finite(v)]
+        values += [v * 100 for v in gate.lower_limit + gate.ewma if fmt.finite(v)]
     top, bottom = float(TOP), float(HEIGHT - BOTTOM)
     left, right = float(LEFT), float(WIDTH - RIGHT)
     axis = Axis.fit(values, start=bottom, end=top, pad_share=0.06, min_pad=0.25,
@@ -140,8 +143,8 @@ def task_chart(task: str, series: tuple[SeriesPoint, ...], gate: dict | None,
                      if isinstance(points[i], SeriesPoint))
     alarms = tuple(chart_points[i].run_id for i in sorted(alarm_idx) if i < len(chart_points))
     if gate:
-        sigma_note = f"sigma per run: {gate.get('sigma_source', 'as the drift gate used')}"
-        alarm_note = (f"the drift gate's chart as stored by {gate_run_id}: {gate['method']}; "
+        sigma_note = f"sigma per run: {gate.sigma_source or 'as the drift gate used'}"
+        alarm_note = (f"the drift gate's chart as stored by {gate_run_id}: {gate.method}; "
                       + (f"{len(alarms)} alarm(s), first at {alarms[0]}" if alarms
                          else "no alarm"))
         target_note = (f"target: {target * 100:g} pts (each drift run's delta is already "
@@ -156,8 +159,8 @@ def task_chart(task: str, series: tuple[SeriesPoint, ...], gate: dict | None,
         task=task, metric=dated[-1].metric if dated else (series[-1].metric if series else ""),
         width=WIDTH, height=HEIGHT, plot_left=left, plot_right=right, plot_top=top,
         plot_bottom=bottom, points=tuple(chart_points),
-        ewma_line=_polyline(xs, [y(v) for v in gate["ewma"]]) if gate else "",
-        lower_line=_polyline(xs, [y(v) for v in gate["lower_limit"]]) if gate else "",
+        ewma_line=_polyline(xs, [y(v) for v in gate.ewma]) if gate else "",
+        lower_line=_polyline(xs, [y(v) for v in gate.lower_limit]) if gate else "",
         target_y=y(target) if target is not None else None, zero_y=y(0.0),
         y_ticks=tuple(Tick(position, label) for position, label in axis.ticks()),
         x_labels=x_labels, sigma_note=sigma_note, alarm_note=alarm_note,

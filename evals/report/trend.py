@@ -21,6 +21,7 @@ from markupsafe import Markup
 from evals.errors import UserError
 from evals.decide.outcome import DRIFT_KIND
 from evals.schemas import DRIFT_CHART
+from evals.record.drift_record import DriftChartRecord
 from evals.report._html import PACKAGE_DIR, _csp_hash, environment
 from evals.report._outputs import _write_atomic
 from evals.report._summary_rows import verdict_class
@@ -81,25 +82,31 @@ def _run_row(entry: RunEntry, out_dir: Path) -> RunRow:
         n_items=entry.n_items, problem=entry.problem)
 
 
-def gate_charts(store: RunStore, deployment: str) -> tuple[str | None, dict[str, dict]]:
+def gate_charts(store: RunStore,
+                deployment: str) -> tuple[str | None, dict[str, DriftChartRecord]]:
     """The newest drift run of the deployment that stored control charts, and its charts
     per task (evals.decide.drift.chart_tasks), or (None, {})."""
     for entry in store.list_runs(limit=None, deployment=deployment):  # newest first
         if entry.kind != DRIFT_KIND:
             continue
-        drift = (store.get(entry.run_id).manifest.get("summary_other") or {}).get("drift")
-        charts = (drift or {}).get("charts")
+        charts = store.get(entry.run_id).drift_charts
         if charts:
-            return entry.run_id, {task: DRIFT_CHART.load(chart, f"run {entry.run_id}, drift "
-                                                               f"chart of {task}")
+            return entry.run_id, {task: _chart(chart, f"run {entry.run_id}, drift chart of "
+                                                      f"{task}")
                                   for task, chart in charts.items()}
     return None, {}
+
+
+def _chart(chart: object, where: str) -> DriftChartRecord:
+    """A stored drift chart, migrated (evals.schemas.DRIFT_CHART) and typed."""
+    return DriftChartRecord.from_stored(DRIFT_CHART.load(chart, where), where)
 
 
 def _section(store: RunStore, deployment: str, number: int, out_dir: Path) -> DeploymentSection:
     golden = store.golden(deployment)
     gate_run, gates = gate_charts(store, deployment)
-    charts = tuple(task_chart(task, store.series(deployment, task), gates.get(task), gate_run,
+    charts = tuple(task_chart(task, store.series(deployment, task),
+                              gates[task] if task in gates else None, gate_run,
                               golden.run_id if golden else None)
                    for task in store.tasks(deployment))
     runs = store.list_runs(limit=None, deployment=deployment)

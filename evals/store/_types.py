@@ -49,6 +49,15 @@ class StoredRun:
     def run_id(self) -> str:
         return self.entry.run_id
 
+    @property
+    def drift_charts(self) -> dict[str, dict]:
+        """The drift gate's charts per task as the run stored them (summary.json
+        `drift.charts`, kept in the manifest's `summary_other`); {} for a run without."""
+        other = self.manifest.get("summary_other")
+        drift = other.get("drift") if isinstance(other, dict) else None
+        charts = drift.get("charts") if isinstance(drift, dict) else None
+        return charts if isinstance(charts, dict) else {}
+
 
 @dataclass(frozen=True, slots=True)
 class SeriesPoint:
