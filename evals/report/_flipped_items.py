@@ -17,6 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from itertools import chain, zip_longest
 
+from evals.record.paired_item import PairedItem, as_items
 from evals.record.run_record_model import RunRecord
 from evals.report._text_diff import Segment, diff_segments
 
@@ -106,22 +107,22 @@ def _score(x) -> str:
     return f"{x:g}" if isinstance(x, (int, float)) else str(x)
 
 
-def _build_item(row: dict, direction: str, label: str) -> FlippedItem:
-    base, cand = str(row.get("baseline_response") or ""), str(row.get("candidate_response") or "")
+def _build_item(row: PairedItem, direction: str, label: str) -> FlippedItem:
+    base, cand = str(row.baseline_response or ""), str(row.candidate_response or "")
     start = 0
     if max(len(base), len(cand)) > RESPONSE_CHARS:
         start = max(_common_prefix_chars(base, cand) - RESPONSE_CONTEXT_CHARS, 0)
     base_w, cand_w = base[start:start + RESPONSE_CHARS], cand[start:start + RESPONSE_CHARS]
     seg_b, seg_c = diff_segments(base_w, cand_w)
     return FlippedItem(
-        task=str(row.get("task", "")), doc_id=str(row.get("doc_id", "")), direction=direction,
-        direction_label=label,
-        scores=f"{row.get('metric', 'score')}: {_score(row.get('baseline'))} \u2192 "
-               f"{_score(row.get('candidate'))}",
-        prompt=_clip_tail(str(row.get("prompt") or ""), PROMPT_TAIL_CHARS),
-        target=_clip_head(str(row.get("target") or ""), TARGET_CHARS),
-        baseline_prediction=str(row.get("baseline_prediction") or "")[:TARGET_CHARS],
-        candidate_prediction=str(row.get("candidate_prediction") or "")[:TARGET_CHARS],
+        task=row.task or "", doc_id="" if row.doc_id is None else str(row.doc_id),
+        direction=direction, direction_label=label,
+        scores=f"{row.metric or 'score'}: {_score(row.baseline)} \u2192 "
+               f"{_score(row.candidate)}",
+        prompt=_clip_tail(str(row.prompt or ""), PROMPT_TAIL_CHARS),
+        target=_clip_head(str(row.target or ""), TARGET_CHARS),
+        baseline_prediction=str(row.baseline_prediction or "")[:TARGET_CHARS],
+        candidate_prediction=str(row.candidate_prediction or "")[:TARGET_CHARS],
         baseline_segments=seg_b, candidate_segments=seg_c, response_omitted_before=start,
         baseline_omitted_after=len(base) - start - len(base_w),
         candidate_omitted_after=len(cand) - start - len(cand_w))
@@ -140,8 +141,8 @@ def _item_bytes(item: FlippedItem) -> int:
     return sum(_escaped_bytes(t) for t in texts) + ITEM_MARKUP_BYTES + 16 * spans
 
 
-def _doc_order(row: dict) -> tuple[int, int, str]:
-    doc_id = row.get("doc_id")
+def _doc_order(row: PairedItem) -> tuple[int, int, str]:
+    doc_id = row.doc_id
     return (0, doc_id, "") if isinstance(doc_id, int) else (1, 0, str(doc_id))
 
 
@@ -149,22 +150,26 @@ def _round_robin(groups: list[list]) -> list:
     return [x for batch in zip_longest(*groups) for x in batch if x is not None]
 
 
-def flipped_items(summary: RunRecord, rows: list[dict], max_items: int,
+def flipped_items(summary: RunRecord, rows: list[PairedItem] | list[dict], max_items: int,
                   items_file_found: bool = True) -> FlippedItems:
+    """The changed items to show, worse first, within `max_items` and the page's byte
+    budget; `rows` are the run's paired items (parsed lines are read as PairedItems)."""
+    rows = as_items(rows)
     tasks = [t.task for t in summary.tasks]
     binary = {t.task: t.binary is not False for t in summary.tasks}  # unknown: shown as 0/1
-    by_task: dict[str, dict[str, list[dict]]] = defaultdict(lambda: {WORSE: [], BETTER: []})
+    by_task: dict[str, dict[str, list[PairedItem]]] = defaultdict(
+        lambda: {WORSE: [], BETTER: []})
     for row in rows:
-        b, c = row.get("baseline"), row.get("candidate")
+        b, c = row.baseline, row.candidate
         if not (isinstance(b, (int, float)) and isinstance(c, (int, float))
                 and math.isfinite(b) and math.isfinite(c)) or b == c:
             continue
-        by_task[str(row.get("task"))][WORSE if c < b else BETTER].append(row)
+        by_task[str(row.task)][WORSE if c < b else BETTER].append(row)
     tasks += sorted(t for t in by_task if t not in tasks)  # items of a task the summary lacks
     for groups in by_task.values():
         # largest change first, then by document
-        groups[WORSE].sort(key=lambda r: (r["candidate"] - r["baseline"], _doc_order(r)))
-        groups[BETTER].sort(key=lambda r: (r["baseline"] - r["candidate"], _doc_order(r)))
+        groups[WORSE].sort(key=lambda r: (r.candidate - r.baseline, _doc_order(r)))
+        groups[BETTER].sort(key=lambda r: (r.baseline - r.candidate, _doc_order(r)))
     # priority: every task's worse items in turns, then every task's better items in turns
     queue = [(d, row) for d in (WORSE, BETTER)
              for row in _round_robin([by_task[t][d] for t in tasks if t in by_task])]
@@ -173,8 +178,8 @@ def flipped_items(summary: RunRecord, rows: list[dict], max_items: int,
     for direction, row in queue:
         if len(chosen) >= max_items:
             break
-        item = _build_item(row, direction, _direction_labels(binary.get(str(row.get("task")),
-                                                                         True))[direction])
+        item = _build_item(row, direction,
+                           _direction_labels(binary.get(str(row.task), True))[direction])
         size = _item_bytes(item)
         if used + size > ITEM_BYTES_BUDGET:
             budget_reached = True

@@ -9,7 +9,8 @@ from evals.report._junit import render_junit
 from evals.report._markdown import render_markdown
 from evals.report._page import build_page
 from evals.atomic_files import write_text_atomic
-from evals.record.run_record import ITEMS_FILE, read_paired_items, read_run_record
+from evals.record.paired_item import read_paired_item_records
+from evals.record.run_record import ITEMS_FILE, read_run_record
 
 HTML_FILE = "report.html"
 MARKDOWN_FILE = "summary.md"
@@ -31,7 +32,7 @@ def write_reports(run_dir: Path, max_flipped_items: int = 200) -> dict[str, Path
     if max_flipped_items < 0:
         raise ValueError(f"max_flipped_items must be 0 or more, got {max_flipped_items}.")
     record = read_run_record(run_dir)  # refuses a summary whose fields have the wrong shape
-    page = build_page(record, read_paired_items(run_dir), max_flipped_items,
+    page = build_page(record, read_paired_item_records(run_dir), max_flipped_items,
                       items_file_found=(run_dir / ITEMS_FILE).exists())
     texts = {"html": render_html(page), "markdown": render_markdown(page),
              "junit": render_junit(record)}

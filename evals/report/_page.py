@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from evals.record.paired_item import PairedItem, as_items
 from evals.record.run_record_model import RunRecord
 from evals.report._arms import ArmsSection, arms_section
 from evals.report._exercise import ExerciseSection, exercise_section
@@ -37,9 +38,11 @@ class ReportPage:
     method: MethodSection
 
 
-def build_page(summary: RunRecord, rows: list[dict], max_flipped_items: int,
-               items_file_found: bool = True) -> ReportPage:
+def build_page(summary: RunRecord, rows: list[PairedItem] | list[dict],
+               max_flipped_items: int, items_file_found: bool = True) -> ReportPage:
+    """The page's view-model from the run's record and its paired items."""
     top = banner(summary)
+    rows = as_items(rows)
     return ReportPage(
         title=f"{top.verdict} \u2013 {top.run_id} \u2013 vllm-regression-evals",
         banner=top, rows=task_rows(summary), forest=forest_plot(summary),

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from evals.record.paired_item import PairedItem, as_items
 from evals.record.run_record_model import RunRecord
 
 WIDTH = 760
@@ -80,11 +81,11 @@ def _points(value: float) -> str:
     return "0" if rounded == 0 else f"{rounded:+g}"
 
 
-def _differences(rows: list[dict], task: str) -> list[float]:
+def _differences(rows: list[PairedItem], task: str) -> list[float]:
     out = []
     for row in rows:
-        b, c = row.get("baseline"), row.get("candidate")
-        if str(row.get("task")) == task and isinstance(b, (int, float)) \
+        b, c = row.baseline, row.candidate
+        if str(row.task) == task and isinstance(b, (int, float)) \
                 and isinstance(c, (int, float)) and math.isfinite(b) and math.isfinite(c):
             out.append(float(c) - float(b))
     return out
@@ -118,8 +119,9 @@ def rate_histogram(task: str, repeats: int, differences: list[float]) -> RateHis
                          bars=tuple(bars), ticks=ticks, count_ticks=count_ticks)
 
 
-def rate_plots(summary: RunRecord, rows: list[dict]) -> RatePlots:
+def rate_plots(summary: RunRecord, rows: list[PairedItem] | list[dict]) -> RatePlots:
     """One histogram per sampled task (a task whose record has `repeats`), in task order."""
+    rows = as_items(rows)
     return RatePlots(tuple(
         rate_histogram(t.task, t.repeats.repeats, _differences(rows, t.task))
         for t in summary.tasks if t.repeats is not None))
