@@ -134,10 +134,12 @@ def _summary_v1_to_v2(data: dict) -> dict:
     return data
 
 
-def _summary_v2_to_v3(data: dict) -> dict:
-    """v3 reads every part of the record as a typed model (evals.record.run_parts,
-    evals.record.task_parts) instead of a free dict; a v2 file's parts have the layout of
-    those models, so its content carries over as it is and the reader checks its shape."""
+def _typed_parts(data: dict) -> dict:
+    """Summary v3, study v2 and canary v2 read every part of the record as a typed model
+    (evals.record: run_parts, task_parts, arm_record, shift_record, preflight_record,
+    drift_record, study_record, canary_record) instead of a free dict. The older files'
+    parts already have the layout of those models, so their content carries over as it
+    is; the reader then checks each part's shape and names a field that does not fit."""
     return dict(data)
 
 
@@ -147,11 +149,11 @@ def _tally_v0_to_v1(data: dict) -> dict:
 
 
 # kinds with their own readers (they call `load`): every one of these always had a version
-SUMMARY = RecordKind("summary", 3, {1: _summary_v1_to_v2, 2: _summary_v2_to_v3})
+SUMMARY = RecordKind("summary", 3, {1: _summary_v1_to_v2, 2: _typed_parts})
 PAIRED_ITEMS = RecordKind("paired-items file", 1, {0: _stamp_only})  # its header line
 STORE_MANIFEST = RecordKind("run-store manifest", 1)
-CANARY = RecordKind("canary record", 1)
-STUDY = RecordKind("study summary", 1)
+CANARY = RecordKind("canary record", 2, {1: _typed_parts})
+STUDY = RecordKind("study summary", 2, {1: _typed_parts})
 RELEASE = RecordKind("release record", 1)
 
 ARM_SPEC = RecordKind("arm spec", 4, {0: _stamp_only, 1: _spec_v1_to_v2, 2: _spec_v2_to_v3,

@@ -3,7 +3,8 @@ reader's migration (evals.record.run_record.read_run_record, evals.schemas.SUMMA
 
 tests/fixtures/run_v2_regression is the regression run of tests/report/fake_runs.py written
 by the pipeline at commit ffc92e9 (summary schema version 2, before the record's parts were
-typed); benchmarks/results holds real runs' summaries of versions 1 and 2."""
+typed); benchmarks/results holds real runs' summaries of versions 1 and 2, and studies'
+and a canary's records of version 1."""
 
 from __future__ import annotations
 
@@ -13,12 +14,16 @@ from pathlib import Path
 
 import pytest
 
+from evals.record.canary_record import read_canary_record
 from evals.record.run_record import SUMMARY_FILE, read_paired_items, read_run_record
+from evals.record.study_record import read_study_record
 from evals.report import write_reports
 from evals.report._html import render_html
 from evals.report._markdown import render_markdown
 from evals.report._page import build_page
-from evals.schemas import SUMMARY
+from evals.report.canary import build_canary_page, render_canary, render_canary_table
+from evals.report.study import build_study_page, render_study, render_study_markdown
+from evals.schemas import CANARY, STUDY, SUMMARY
 
 REPO = Path(__file__).resolve().parents[2]
 WRITTEN_V2 = REPO / "tests" / "fixtures" / "run_v2_regression"
@@ -64,3 +69,36 @@ def test_every_committed_real_run_reads_and_renders(path):
     html, markdown = render_html(page), render_markdown(page)
     assert all(_markdown_text(t["task"]) in markdown for t in raw["tasks"])
     assert raw["run_id"] in html
+
+
+STUDIES = sorted((REPO / "benchmarks" / "results").rglob("study.json"))
+CANARIES = sorted((REPO / "benchmarks" / "results").rglob("canary.json"))
+
+
+@pytest.mark.parametrize("path", STUDIES, ids=[p.parent.name for p in STUDIES])
+def test_a_version_1_study_reads_and_renders_through_the_migration(path):
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    assert raw["schema_version"] == 1 < STUDY.version
+    record = read_study_record(path)
+    assert record.schema_version == STUDY.version
+    assert json.dumps(record.model_dump(), sort_keys=True) == \
+        json.dumps({**raw, "schema_version": STUDY.version}, sort_keys=True)
+    page = build_study_page(record)
+    html, markdown = render_study(page), render_study_markdown(page)
+    assert all(c["arm"] in html and c["verdict"] in markdown for c in raw["comparisons"])
+    assert [i.sentence for i in record.interactions] == [i["sentence"]
+                                                         for i in raw["interactions"]]
+
+
+@pytest.mark.parametrize("path", CANARIES, ids=[p.parent.name for p in CANARIES])
+def test_a_version_1_canary_reads_and_renders_through_the_migration(path):
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    assert raw["schema_version"] == 1 < CANARY.version
+    record = read_canary_record(path)
+    assert record.schema_version == CANARY.version
+    assert json.dumps(record.model_dump(), sort_keys=True) == \
+        json.dumps({**raw, "schema_version": CANARY.version}, sort_keys=True)
+    html = render_canary(build_canary_page(record))
+    assert all(f["fault"] in html for f in raw["faults"])
+    table = render_canary_table(record)
+    assert all(f["fault"] in table for f in raw["faults"])
