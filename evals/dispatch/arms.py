@@ -180,7 +180,7 @@ def run_arms(config: ABConfig | RunPlan, specs: dict[str, ArmSpec], echo,
     """Each arm in turn (evals.runner.launch.run_arms_in_turn). The first arm that runs
     (not reused) asks for a go before its first item (the audit runs while its engine
     starts); a stop is raised once that worker has exited, before any other arm builds its
-    engine. `in_workers` (evals.preflight.checks.ResolvedInWorkers) answers the workers that
+    engine. `in_workers` (evals.dispatch.config_audit.ResolvedInWorkers) answers the workers that
     resolve configs for the audit; the audit may wait for them, so it is joined only after
     the first arm that runs, never before. `config` (or the run's plan) names the config file
     in a worker's bad-input message."""

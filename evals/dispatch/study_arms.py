@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from evals.errors import UserError
 from evals.plan.study import Study
-from evals.preflight.checks import AuditWhileStarting
+from evals.dispatch.config_audit import AuditWhileStarting
 from evals.dispatch.arms import manifests_of
 from evals.dispatch.concurrent import device_plan, run_side_by_side
 from evals.plan.executor import Executor

@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evals.dispatch.arms import fresh_or_reused, run_arms, run_arms_on_ray
+from evals.dispatch.config_audit import (AuditWhileStarting, ResolvedInWorkers,
+                                         check_effective_configs, plan_audit,
+                                         with_resolved_configs)
 from evals.dispatch.executor import check_executor
 from evals.plan.run_plan import RunPlan
-from evals.preflight.checks import (AuditWhileStarting, ResolvedInWorkers,
-                                    check_effective_configs, plan_audit, with_resolved_configs)
 from evals.runner.asks import Answerer
 from evals.runner.layout import ArmLayout
 
@@ -29,7 +30,7 @@ class RunResult:
     layouts: dict[str, ArmLayout]
     manifests: dict[str, dict]
     audit: Any
-    """The audit job's result (evals.preflight.checks.AuditOutcome, or a study's audit)."""
+    """The audit job's result (evals.dispatch.config_audit.AuditOutcome, or a study's audit)."""
     seconds: float
     failed: dict[str, str] = field(default_factory=dict)
     where: dict = field(default_factory=dict)
@@ -51,7 +52,7 @@ def run_with_audit(specs: dict, store, *, fresh: bool, echo, banner: str,
     """Reuse or not, then `run(watch, in_workers)` with `audit(in_workers)` running
     alongside; the arms' manifests with their effective configs. `resolve_in_workers`: the
     arms that run resolve the audit's configs in their own workers
-    (evals.preflight.checks.ResolvedInWorkers, planned once reuse has settled which run)."""
+    (evals.dispatch.config_audit.ResolvedInWorkers, planned once reuse has settled which run)."""
     fresh_or_reused(specs, store, fresh, echo)
     in_workers = ResolvedInWorkers(specs) if resolve_in_workers else None
     echo(banner)
@@ -73,7 +74,7 @@ def run_plan(plan: RunPlan, store, *, fresh: bool = False, echo=print,
     starts: locally the arms' own workers resolve their configs for it (no vLLM import of
     its own); a Ray task cannot answer, so there the audit's resolver processes do and the
     audit goes first. A requested engine difference that vLLM resolved away stops the run
-    (evals.preflight.checks.check_effective_configs)."""
+    (evals.dispatch.config_audit.check_effective_configs)."""
     check_executor(plan.executor)
     specs = dict(plan.specs)
 

@@ -32,12 +32,13 @@ from evals.pipelines.run import run_with_audit
 from evals.plan.config import check_local_models
 from evals.plan.executor import LOCAL, Executor
 from evals.plan.study import Study
-from evals.preflight.checks import check_effective_configs, check_fault_support, check_inputs, doctor_checks
+from evals.preflight.checks import check_fault_support, check_inputs, doctor_checks
 from evals.preflight.cpu_support import check_cpu_support
-from evals.preflight.study_checks import check_study_arms_differ, study_audit
+from evals.preflight.study_checks import check_study_arms_differ
 from evals.schemas import STUDY
 from evals.record.study_record import StudyComparison, build_study_record, comparison_entry
 from evals.dispatch.arms import speed_records, study_specs
+from evals.dispatch.config_audit import check_effective_configs, study_audit
 from evals.dispatch.executor import check_executor
 from evals.dispatch.study_arms import run_study_arms
 from evals.store import open_store, record_in_store

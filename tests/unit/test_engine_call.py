@@ -114,7 +114,7 @@ class _Passing:
 
 
 def test_a_study_stops_arms_vllm_resolves_alike_unless_an_adapter_differs(monkeypatch):
-    from evals.preflight import study_checks as study_run
+    from evals.dispatch import config_audit as study_run
     from evals.errors import UserError
     from evals.plan.study import load_run_config
     from evals.runner.config_resolver import ResolvedArm
@@ -155,7 +155,7 @@ def test_a_swallowed_engine_difference_stops_unless_another_part_of_the_arm_diff
     import pytest
 
     from evals.errors import UserError
-    from evals.preflight.checks import check_effective_configs
+    from evals.dispatch.config_audit import check_effective_configs
 
     same = {"baseline": {"effective_engine_config": {"x": 1}},
             "candidate": {"effective_engine_config": {"x": 1}}}
@@ -203,9 +203,10 @@ def test_an_adapter_only_difference_is_one_measurement_apart_in_ab_and_in_a_stud
     from evals.plan.config import load_config
     from evals.plan.study import load_run_config
     from evals.preflight import checks
+    from evals.dispatch import config_audit as audit_run
     from evals.dispatch.arms import arm_specs
 
-    monkeypatch.setattr(checks, "resolve_arms", _resolve_from_the_call)
+    monkeypatch.setattr(audit_run, "resolve_arms", _resolve_from_the_call)
     adapter = tmp_path / "adapter"
     adapter.mkdir()
     (adapter / "adapter_config.json").write_text("{}", encoding="utf-8")
@@ -223,9 +224,9 @@ def test_an_adapter_only_difference_is_one_measurement_apart_in_ab_and_in_a_stud
                                           "candidate": {"engine": engine, **candidate}}))
         specs = arm_specs(config, tmp_path / "ab-run")
         checks.check_arms_differ(config, specs)
-        outcome = checks.config_audit(config, specs, echo=quiet)
+        outcome = audit_run.config_audit(config, specs, echo=quiet)
         manifests = {arm: {"effective_engine_config": outcome.resolved[arm]} for arm in specs}
-        checks.check_effective_configs(config, manifests, specs)
+        audit_run.check_effective_configs(config, manifests, specs)
 
     def study(adapted: dict) -> None:
         loaded = load_run_config(write("study", {
@@ -233,7 +234,7 @@ def test_an_adapter_only_difference_is_one_measurement_apart_in_ab_and_in_a_stud
             "more_seqs": {"engine": {"max_num_seqs": 16}}}))
         specs = study_specs(loaded, tmp_path / "study-run")
         study_checks.check_study_arms_differ(loaded, specs)
-        study_checks.study_audit(loaded, specs, allow_undeclared=False, echo=quiet)
+        audit_run.study_audit(loaded, specs, allow_undeclared=False, echo=quiet)
 
     ab({"lora_adapter": str(adapter)})
     study({"lora_adapter": str(adapter)})

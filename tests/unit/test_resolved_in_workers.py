@@ -1,5 +1,5 @@
 """The config audit's configs resolved by the arms' own workers
-(evals.preflight.checks.ResolvedInWorkers): which worker resolves which arm, what the parent
+(evals.dispatch.config_audit.ResolvedInWorkers): which worker resolves which arm, what the parent
 answers, and that the audit waits for every host to report or end. The workers' side runs
 on real engines in tests/engine (every `ab` audits this way; test_ab_end_to_end checks it)."""
 
@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from evals.plan.arm_spec import ArmSpec
-from evals.preflight.checks import ResolvedInWorkers
+from evals.dispatch.config_audit import ResolvedInWorkers
 from evals.runner.asks import ENDED
 from evals.runner.layout import ArmLayout
 

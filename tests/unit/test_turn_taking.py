@@ -18,7 +18,7 @@ import pytest
 
 from evals.errors import RunFailed, UserError
 from evals.plan.arm_spec import ArmSpec
-from evals.preflight.checks import AuditWhileStarting, ResolvedInWorkers
+from evals.dispatch.config_audit import AuditWhileStarting, ResolvedInWorkers
 from evals.dispatch.arms import run_arms
 from evals.runner import launch
 from evals.runner.layout import ArmLayout
