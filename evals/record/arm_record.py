@@ -48,6 +48,13 @@ class ArmTaskRecord(StoredRecord):
     reused_run: str | None = Field(None, description="The run it was reused from.")
     reuse_reason: str | None = Field(None, description="Why its key matched.")
     origin: str | None = Field(None, description="ran or reused, as the marker says.")
+    n_items: int | None = Field(None, description="A chunked task: items in its full set.")
+    chunks_run: int | None = Field(None, description="Chunks it ran.")
+    items_run: int | None = Field(None, description="Items it ran.")
+    sequential: dict[str, JsonValue] | None = Field(None, description="The parent's answer "
+                                                    "at the last look (decision, items used).")
+    waves: list[dict[str, JsonValue]] | None = Field(None, description="A wave task: each "
+                                                     "wave's items and vLLM counters.")
 
 
 class ArmRecord(StoredRecord):

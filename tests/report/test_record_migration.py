@@ -102,3 +102,13 @@ def test_a_version_1_canary_reads_and_renders_through_the_migration(path):
     assert all(f["fault"] in html for f in raw["faults"])
     table = render_canary_table(record)
     assert all(f["fault"] in table for f in raw["faults"])
+
+
+def test_every_key_of_the_committed_runs_arms_is_a_typed_field():
+    """The arms part keeps a key a newer worker adds (evals.record.arm_record); every key
+    the committed runs' workers wrote is a declared, described field."""
+    for path in BENCHMARK_SUMMARIES + [WRITTEN_V2 / SUMMARY_FILE]:
+        for name, arm in read_run_record(path).arms.items():
+            assert not arm.model_extra, (path, name, sorted(arm.model_extra))
+            for task, record in (arm.tasks or {}).items():
+                assert not record.model_extra, (path, name, task, sorted(record.model_extra))
