@@ -1,22 +1,32 @@
 """Each typed part of a task's record (evals.record.task_parts) holds what the analysis
 found: a sampled task's repeats and answer-distribution check, and a sequential task's
 looks, built by the pipeline's builder, written, read back through the one reader and
-rendered."""
+rendered; and every field of every record model has a type without `Any` and a
+description."""
 
 from __future__ import annotations
 
 import json
+import typing
 from dataclasses import replace
 
 import numpy as np
+from pydantic import BaseModel
 
 from evals.analyse.early_stop import SequentialSummary
 from evals.analyse.repeats_analysis import analyse_repeats
 from evals.decide.verdict import decide
 from evals.pair.pairing import PairedTask
 from evals.pair.repeats import RepeatScores, pair_repeats
+from evals.record.arm_record import ArmRecord
+from evals.record.canary_record import CanaryRecord
+from evals.record.preflight_record import PreflightRecord
 from evals.record.run_record import build_summary, migrate_summary
-from evals.record.task_parts import AnswerDistributionRecord, RepeatsRecord, SequentialRecord
+from evals.record.run_record_model import RunRecord
+from evals.record.shift_record import ShiftRecord
+from evals.record.study_record import StudyRecord
+from evals.record.task_parts import (AnswerDistributionRecord, LabelsRecord, RepeatsRecord,
+                                     SequentialRecord)
 from evals.report.terminal_table import render_table
 
 
@@ -66,3 +76,28 @@ def test_a_sampled_and_sequential_task_reads_back_as_typed_parts(tmp_path):
     assert isinstance(task.sequential, SequentialRecord)
     assert (task.sequential.n_items, task.sequential.decision) == (120, "regression")
     assert f"{task.n}/120" in render_table(record)
+
+
+def _models_under(model: type[BaseModel], seen: set) -> None:
+    if model in seen:
+        return
+    seen.add(model)
+    for field in model.model_fields.values():
+        stack = [field.annotation]
+        while stack:
+            tp = stack.pop()
+            if isinstance(tp, type) and issubclass(tp, BaseModel):
+                _models_under(tp, seen)
+            stack.extend(typing.get_args(tp))
+
+
+def test_every_field_of_every_record_model_is_typed_and_described():
+    seen: set = set()
+    for record in (RunRecord, StudyRecord, CanaryRecord):
+        _models_under(record, seen)
+    assert {ArmRecord, LabelsRecord, ShiftRecord, PreflightRecord} <= seen
+    for model in seen:
+        for name, field in model.model_fields.items():
+            assert field.description, f"{model.__name__}.{name} has no description"
+            shown = repr(field.annotation)
+            assert "Any" not in shown, f"{model.__name__}.{name}: {shown}"
