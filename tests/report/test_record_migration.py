@@ -19,10 +19,12 @@ from evals.record.run_record import SUMMARY_FILE, read_paired_items, read_run_re
 from evals.record.study_record import read_study_record
 from evals.report import write_reports
 from evals.report._html import render_html
+from evals.report._junit import render_junit
 from evals.report._markdown import render_markdown
 from evals.report._page import build_page
 from evals.report.canary import build_canary_page, render_canary, render_canary_table
 from evals.report.study import build_study_page, render_study, render_study_markdown
+from evals.report.terminal_table import render_table
 from evals.schemas import CANARY, STUDY, SUMMARY
 
 REPO = Path(__file__).resolve().parents[2]
@@ -69,6 +71,11 @@ def test_every_committed_real_run_reads_and_renders(path):
     html, markdown = render_html(page), render_markdown(page)
     assert all(_markdown_text(t["task"]) in markdown for t in raw["tasks"])
     assert raw["run_id"] in html
+    table = render_table(record)  # the terminal table and JUnit read the same parts
+    assert f"VERDICT: {raw['verdict']}" in table and all(t["task"] in table for t in raw["tasks"])
+    if raw.get("exercise", {}).get("tasks"):
+        assert "EXERCISED" in table
+    assert all(t["task"] in render_junit(record) for t in raw["tasks"])
 
 
 STUDIES = sorted((REPO / "benchmarks" / "results").rglob("study.json"))
