@@ -140,7 +140,7 @@ def _two_arms(tmp_path, candidate: dict):
 
     path = tmp_path / "c.yaml"
     path.write_text(json.dumps({
-        "name": "c", "model": "m", "tasks": [{"name": "t"}],
+        "name": "c", "model": "m", "tasks": [{"name": "tiny_addition"}],
         "arms": {"baseline": {"engine": {"max_num_seqs": 8}},
                  "candidate": {"engine": {"max_num_seqs": 16}, **candidate}}}),
         encoding="utf-8")
@@ -215,7 +215,7 @@ def test_an_adapter_only_difference_is_one_measurement_apart_in_ab_and_in_a_stud
 
     def write(name: str, arms: dict) -> Path:
         path = tmp_path / f"{name}.yaml"
-        path.write_text(json.dumps({"name": name, "model": "m", "tasks": [{"name": "t"}],
+        path.write_text(json.dumps({"name": name, "model": "m", "tasks": [{"name": "tiny_addition"}],
                                     "arms": arms}), encoding="utf-8")
         return path
 
