@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 from evals.errors import UserError
 from evals.plan.config import ABConfig
+from evals.plan.engine_workarounds import ENV_VAR as WORKAROUNDS_ENV
+from evals.plan.engine_workarounds import env_value
 from evals.plan.secret_env import is_secret, redacted
 
 
@@ -38,6 +40,8 @@ def arm_env(config: ABConfig, arm: str, environ: Mapping[str, str] | None = None
     secrets = {name: value for name, value in settings.env.items() if is_secret(name, words)}
     secrets.update({name: environ[name] for name in settings.env_from})
     recorded = {**settings.env, **{name: redacted(name, value) for name, value in secrets.items()}}
+    if settings.engine_workarounds:  # recorded: in spec.json and every task's content key
+        recorded[WORKAROUNDS_ENV] = env_value(settings.engine_workarounds)
     return ArmEnv(recorded=recorded, secrets=secrets)
 
 

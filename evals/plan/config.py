@@ -17,6 +17,8 @@ from pydantic import (BaseModel, ConfigDict, Field, ValidationError, field_seria
 
 from evals.errors import UserError
 from evals.paths import REPO_ROOT, TASKS_DIR
+from evals.plan.engine_workarounds import ENGINE_WORKAROUNDS
+from evals.plan.engine_workarounds import ENV_VAR as WORKAROUNDS_ENV
 from evals.plan.fault_catalog import FAULTS, check_applies
 from evals.plan.decoding import (ChatConfig, DecodingConfig, check_chat_template,
                                  check_decoding_overrides, check_serving_modes,
@@ -101,6 +103,10 @@ class ArmConfig(_Strict):
                                "then warm in another order; warm vs cold is reported")
     faults: list[FaultConfig] = Field(default_factory=list, description="canary faults "
                                       "injected into this arm's engine (`nox -s canary`)")
+    engine_workarounds: list[Literal[tuple(ENGINE_WORKAROUNDS)]] = Field(
+        default_factory=list, description="opt-in patches of known vLLM bugs in this arm's "
+        "engine (evals.plan.engine_workarounds: " + ", ".join(ENGINE_WORKAROUNDS) + "); "
+        "recorded and reported, refused on a vLLM without the bug")
     decoding: DecodingConfig | None = Field(
         None, description="this arm's overrides of the top-level `decoding:`; each setting "
         "that makes the arms differ must be listed in `intended_change` as `decoding.<name>`")
@@ -125,6 +131,13 @@ class ArmConfig(_Strict):
             raise ValueError("`structured_output` needs a vLLM arm (offline, server or endpoint)")
         if self.lora_adapter and self.mode not in ("offline", "server"):
             raise ValueError("`lora_adapter` needs mode `offline` or `server` (vLLM serves it)")
+        if WORKAROUNDS_ENV in self.env or WORKAROUNDS_ENV in self.env_from:
+            raise ValueError(f"{WORKAROUNDS_ENV} is set by `engine_workarounds`, not by `env`")
+        if self.engine_workarounds and self.mode not in ("offline", "server"):
+            raise ValueError("`engine_workarounds` patch a vLLM engine this process starts: "
+                             "mode `offline` or `server` only")
+        if len(set(self.engine_workarounds)) != len(self.engine_workarounds):
+            raise ValueError("a workaround is listed twice under `engine_workarounds`")
         names = [f.name for f in self.faults]
         if len(set(names)) != len(names):
             raise ValueError("a fault is listed twice under `faults`")
@@ -189,7 +202,7 @@ class GateConfig(_Strict):
     answer_distribution: Literal["warn", "fail", "off"] = Field(
         "warn", description="a sampled task's answer-distribution check (`repeats: k`: do the "
         "arms sample different answers at some item? Holm over the gated tasks) on a gated "
-        "task whose accuracy passes: `warn` reports it, `fail` makes the run a REGRESSION, "
+        "task: `warn` reports it, `fail` makes a PASS or INCONCLUSIVE run a REGRESSION, "
         "`off` ignores it")
     shift_margin: float = Field(
         SHIFT_MARGIN_NATS, ge=0, le=1,
