@@ -90,6 +90,9 @@ class ArmRecord(StoredRecord):
                                                        "effective config was read.")
     engine_arg_names: list[str] | None = Field(None, description="The engine arguments this "
                                                "vLLM accepts.")
+    engine_workarounds: list[str] | None = Field(None, description="Opt-in patches of known "
+                                                 "vLLM bugs the engine ran with "
+                                                 "(evals.plan.engine_workarounds).")
     sampling: dict[str, JsonValue] | None = Field(None, description="Chat template, decoding "
                                                   "settings and repeats as the arm ran them.")
     lm_eval_config: dict[str, JsonValue] | None = Field(None, description="lm-eval's own "

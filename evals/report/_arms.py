@@ -143,6 +143,12 @@ def _provenance(arms: dict[str, ArmRecord]) -> tuple[TaskProvenance, ...]:
     return tuple(rows)
 
 
+def _workarounds(arm: ArmRecord) -> dict | None:
+    """The engine workarounds an arm ran with; None (no row) for an unpatched engine."""
+    return {"engine_workarounds": ", ".join(arm.engine_workarounds)} \
+        if arm.engine_workarounds else None
+
+
 def arms_section(summary: RunRecord) -> ArmsSection:
     arms = summary.arms
     base, cand = (arms[a] if a in arms else ArmRecord() for a in ARMS)
@@ -153,6 +159,8 @@ def arms_section(summary: RunRecord) -> ArmsSection:
          False),
         ("requested", "Requested engine arguments", base.requested_engine_args,
          cand.requested_engine_args, False),
+        ("workarounds", "Engine workarounds (opt-in patches of known vLLM bugs, "
+         "evals.plan.engine_workarounds)", _workarounds(base), _workarounds(cand), False),
         ("sampling", "Chat template, decoding settings and repeats (as the arm ran them)",
          base.sampling, cand.sampling, False),
         ("effective", "Effective engine config (as vLLM ran it)",
