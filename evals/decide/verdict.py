@@ -262,9 +262,12 @@ def apply_exercise_gate(verdict: RunVerdict, report: ExerciseReport | None) -> R
 
 
 def apply_answer_gate(verdict: RunVerdict, changed: list[tuple[str, float]]) -> RunVerdict:
-    """`gate.answer_distribution: fail`: a PASS whose sampled answers come from another
-    distribution on a gated task (evals.analyse.repeats_analysis) is a REGRESSION (exit 1)."""
-    if not changed or verdict.verdict is not Verdict.PASS:
+    """`gate.answer_distribution: fail`: a PASS or INCONCLUSIVE run whose sampled answers
+    come from another distribution on a gated task (evals.analyse.repeats_analysis) is a
+    REGRESSION (exit 1). A changed distribution is evidence of a difference in itself: that
+    the rate test could not also show non-inferiority (too few items for the margin) does
+    not make it less so. A REGRESSION stays one."""
+    if not changed or verdict.verdict not in (Verdict.PASS, Verdict.INCONCLUSIVE):
         return verdict
     shown = ", ".join(f"{task} (Holm p={p:.2g})" for task, p in changed)
     return replace(verdict, verdict=Verdict.REGRESSION,

@@ -102,6 +102,14 @@ def test_the_answer_gate_fails_a_pass_only_when_asked():
     failed = apply_answer_gate(verdict, changed)
     assert failed.verdict is Verdict.REGRESSION and "gate.answer_distribution" in failed.reason
     assert apply_answer_gate(verdict, []).verdict is Verdict.PASS
+    # non-inferiority not shown (too few items for the margin): a changed distribution
+    # still fails the run; without one it stays INCONCLUSIVE
+    tight = analyse_repeats(paired, reps, gated=True, alpha=0.05, margin=0.001, seed=3,
+                            n_resamples=1000)
+    unsure = decide([tight], alpha=0.05, margin=0.001)
+    assert unsure.verdict is Verdict.INCONCLUSIVE
+    assert apply_answer_gate(unsure, changed).verdict is Verdict.REGRESSION
+    assert apply_answer_gate(unsure, []).verdict is Verdict.INCONCLUSIVE
 
 
 def _sample(doc_id: int, filter_name: str, resps: list[str]) -> SampleRecord:
