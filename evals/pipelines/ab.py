@@ -29,6 +29,9 @@ from evals.store import open_store, record_in_store
 def run_ab(config: ABConfig, reports_dir: Path = REPORTS_DIR, fresh: bool = False,
            echo=print, store_root: Path | None = None,
            allow_undeclared: bool = False, executor: Executor = LOCAL) -> tuple[ExitCode, Path]:
+    """Plan -> preflight -> run -> finish; the exit code (the verdict's) and the run folder.
+    `fresh`: finished tasks run again instead of being reused; `allow_undeclared`: the config
+    audit warns instead of stopping; `executor`: where the arms run."""
     plan = plan_ab(config, reports_dir, executor=executor, allow_undeclared=allow_undeclared)
     checks = preflight(plan, echo=echo)
     store = open_store(reports_dir, store_root)
