@@ -105,8 +105,16 @@ def crossover_text(curve: LoadCurveRecord) -> str:
             "slower_throughout": f"no crossover: the candidate is slower at every level "
                                  f"measured ({span})",
             "not_faster_at_start": "no crossover: the candidate is not faster at the lowest "
-                                   "level and is faster above it",
+                                   f"level; it is faster at {_faster_levels(curve)}",
             }.get(c.kind, "not measured: fewer than two levels finished in both arms")
+
+
+def _faster_levels(curve: LoadCurveRecord) -> str:
+    """The levels where the candidate's speed-up is above 1 (a curve that starts slower
+    may be faster at some later levels only, not at every one above the first)."""
+    faster = [str(s.concurrency) for s in curve.speedups
+              if s is not None and fmt.finite(s.speedup) and s.speedup > 1]
+    return ", ".join(faster) if faster else "no level"
 
 
 def _straddles(curve: LoadCurveRecord, levels) -> str:

@@ -148,3 +148,25 @@ def test_an_arm_without_a_sweep_is_named():
         assert curve.crossover is None and all(s is None for s in curve.speedups)
         assert any(n.startswith("candidate: no sweep") and words in n for n in curve.notes)
         assert load_curve_record(curve).crossover.kind == "not_measured"
+
+
+def test_a_curve_slower_at_first_names_the_levels_where_the_candidate_is_faster():
+    """FP8 KV cache on one H100 (session 27): slower from 1 to 32, faster at 64 only. The
+    reading names the faster levels instead of claiming "faster above" the first one."""
+    from evals.report._load_curve import crossover_text
+
+    base = fake_sweep("baseline", {1: 1.0, 2: 1.0, 4: 1.0, 8: 1.0}, seed=1)
+    cand = fake_sweep("candidate", {1: 1.5, 2: 0.6, 4: 1.5, 8: 0.6}, seed=2)
+    curve = analyse_load_curve({"baseline": base, "candidate": cand}, levels=LEVELS,
+                               requests_per_level=12, slo_ttft_p95_ms=150.0,
+                               slo_tpot_p95_ms=None, rng=np.random.default_rng(3),
+                               confidence=0.9, n_resamples=300)
+    assert curve.crossover.kind == "crossed"  # faster at 2, slower at 4
+    cand = fake_sweep("candidate", {1: 1.5, 2: 1.5, 4: 1.5, 8: 0.6}, seed=2)
+    curve = analyse_load_curve({"baseline": base, "candidate": cand}, levels=LEVELS,
+                               requests_per_level=12, slo_ttft_p95_ms=150.0,
+                               slo_tpot_p95_ms=None, rng=np.random.default_rng(3),
+                               confidence=0.9, n_resamples=300)
+    assert curve.crossover.kind == "not_faster_at_start"
+    text = crossover_text(load_curve_record(curve))
+    assert text.endswith("it is faster at 8"), text
