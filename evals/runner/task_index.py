@@ -9,6 +9,7 @@ lm-eval's own task index (about 10 s on a 2-core machine).
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from pathlib import Path
 
@@ -43,7 +44,7 @@ def unknown_tasks(names: list[str], include_paths: list[str] | tuple[str, ...]
         return []
     from lm_eval.tasks import TaskManager
 
-    known = set(TaskManager(include_path=list(include_paths)).all_tasks) | local
+    known = set(_lm_eval_index(TaskManager, tuple(include_paths)).all_tasks) | local
     return [(n, difflib.get_close_matches(n, known, n=3)) for n in missing if n not in known]
 
 
@@ -57,4 +58,13 @@ def task_manager(task_manager_cls, include_paths: list[str] | tuple[str, ...],
         local = task_manager_cls(include_path=include, include_defaults=False)
         if all(t in local.all_tasks for t in tasks):
             return local
-    return task_manager_cls(include_path=include)
+    return _lm_eval_index(task_manager_cls, tuple(include_paths))
+
+
+@functools.lru_cache(maxsize=4)
+def _lm_eval_index(task_manager_cls, include_paths: tuple[str, ...]):
+    """lm-eval's whole task index with the include paths, built once per process: a run
+    that names one of lm-eval's own tasks asks for it twice (the task-name check and the
+    arms' task fingerprints), ~10 s each on a 2-core machine. The index maps names to
+    YAML paths; a task's files are read when it is loaded, so an edited task file is seen."""
+    return task_manager_cls(include_path=list(include_paths) or None)
