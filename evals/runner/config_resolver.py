@@ -37,6 +37,7 @@ from evals.plan.arm_spec import ArmSpec
 from evals.runner.effective_config import flatten_vllm_config
 from evals.runner.engine_lock import EngineLock
 from evals.runner.engine_call import offline_engine_args, server_call
+from evals.plan.engine_workarounds import ENV_VAR as WORKAROUNDS_ENV
 from evals.plan.fault_catalog import ENV_VAR as FAULTS_ENV
 from evals.runner.launch import FAULT_TALLY_ENV, start_python, stop_process_group, worker_env
 from evals.runner.model_inspection import inspect_in_forks
@@ -195,7 +196,8 @@ def resolver_input(spec: ArmSpec) -> dict:
 def resolution_env(spec: ArmSpec) -> dict[str, str]:
     """The environment an arm's config resolves in: its worker's, without the suite's own
     canary variables (they patch vLLM's internals at run time, not its config)."""
-    return {k: v for k, v in worker_env(spec).items() if k not in (FAULTS_ENV, FAULT_TALLY_ENV)}
+    return {k: v for k, v in worker_env(spec).items() if k not in (FAULTS_ENV, FAULT_TALLY_ENV,
+                                                             WORKAROUNDS_ENV)}
 
 
 def from_report(arm: str, data: dict, resolved_in: str = "a resolver process") -> ResolvedArm:

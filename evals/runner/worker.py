@@ -268,19 +268,20 @@ def run(spec: ArmSpec) -> int:
         print(f"{BAD_INPUT_PREFIX}lm-eval knows no task named {', '.join(map(repr, unknown))} "
               f"(searched lm-eval's tasks and {', '.join(spec.include_paths)}).", flush=True)
         return 2
-    import_backend(spec.mode)
-    cache_env_info()  # lm-eval's environment report: once, not once per task
-    if spec.mode == "offline":
-        inspect_in_forks()  # a model class vLLM has not met: inspected by a sibling fork
-        _resolve_for_parent()
     workarounds = names_in_env(spec.env)
-    for name in workarounds:  # checked before the engine starts, like a task name
+    for name in workarounds:  # checked before vLLM builds engine arguments (and loads
+        # its plugins, which apply it)
         problem = workaround_problem(name)
         if problem:
             print(f"{BAD_INPUT_PREFIX}arms.{spec.arm}.engine_workarounds: {name} cannot apply: "
                   f"{problem}.", flush=True)
             return 2
         say(spec, f"engine workaround {name}: {ENGINE_WORKAROUNDS[name].split(';')[0]}")
+    import_backend(spec.mode)
+    cache_env_info()  # lm-eval's environment report: once, not once per task
+    if spec.mode == "offline":
+        inspect_in_forks()  # a model class vLLM has not met: inspected by a sibling fork
+        _resolve_for_parent()
     timeline = {"started": started, "imported": time.time()}
     ask({"kind": ENGINE_TURN}, timeout=None)  # a worker started early waits here
     with ExitStack() as stack:
