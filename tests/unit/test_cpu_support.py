@@ -128,6 +128,8 @@ EXPECTED = {
     "kv_fp8_load_curve": {AVX2: [("arms.candidate", FP8_KV)], AVX512: [], AMX: []},
     "sampled_mtp_prefix": {AVX2: [], AVX512: [], AMX: []},
     "sampled_aa": {AVX2: [], AVX512: [], AMX: []},
+    "canary_sampled": {AVX2: [], AVX512: [], AMX: []},
+    "canary_sampled_greedy": {AVX2: [], AVX512: [], AMX: []},
     "noised_weights": {AVX2: [], AVX512: [], AMX: []},
     "study_mtp_prefix": None,  # a study: its comparisons are checked one by one (below)
     "kv_fp8": {AVX2: [("arms.candidate", FP8_KV)], AVX512: [], AMX: []},
