@@ -16,6 +16,7 @@ from evals.decide.gates import Gate, run_gates
 from evals.decide.load_gate import apply_load_gate, evaluate_load_gate
 from evals.decide.verdict import (apply_answer_gate, apply_exercise_gate, apply_shift_gate,
                                   apply_speed_gate, decide)
+from evals.dispatch.arm_origins import RERUN
 from evals.paths import ARMS
 from evals.plan.config import GateConfig
 
@@ -36,7 +37,7 @@ def decide_run(analyses: list[TaskAnalysis], gate: GateConfig, seed: int,
             speed.get("baseline", {}), speed.get("candidate", {}),
             spec_decode={a: manifests.get(a, {}).get("spec_decode") for a in ARMS},
             rng=task_rng(seed, "speed"), confidence=interval_level(gate.alpha),
-            min_speedup=gate.min_speedup)
+            min_speedup=gate.min_speedup, rerun=speed.get(RERUN))
         extras["speed"] = speedup
         gates.append(Gate("speed", partial(apply_speed_gate, speed=speedup)))
     if load_curve is not None and gate.speed is not None:

@@ -240,6 +240,11 @@ def apply_speed_gate(verdict: RunVerdict, speed) -> RunVerdict:
         return verdict
     shown = (describe_speedup(speed.tpot_speedup, speed.ci_low, speed.ci_high, speed.confidence)
              if speed.tpot_speedup is not None else "no speedup measured")
+    if speed.gate_low is not None and speed.gate_high is not None:
+        shown += (f", {speed.gate_low:.2f}-{speed.gate_high:.2f}x widened by the baseline "
+                  "rerun's own speed difference")
+    elif speed.tpot_speedup is not None:
+        shown += " (no baseline rerun to size two engine starts' difference)"
     required = f"gate.min_speedup: {describe_requirement(speed.min_speedup)}"
     if speed.gate == "missed":
         return replace(verdict, verdict=Verdict.REGRESSION,

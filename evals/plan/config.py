@@ -507,6 +507,11 @@ def parse_config(data: dict, source: Path) -> ABConfig:
         raise UserError(f"{source}: task `{dup}` is listed twice under `tasks`.")
     if config.speed is not None or config.gate.speed is not None:
         check_speed_sweep(config, source)
+    if config.gate.min_speedup is not None and not config.noise_floor:
+        raise UserError(f"{source}: `gate.min_speedup` needs `noise_floor: true`: two engine "
+                        "starts of one config differ in speed by more than a run's interval "
+                        "shows (0.79x to 1.41x in GPU A/As), so the gate widens the interval "
+                        "by the baseline rerun's own difference.")
     check_decoding_overrides(config, source)
     check_serving_modes(config, source)
     return config

@@ -130,6 +130,12 @@ class SpeedRecord(StoredRecord):
     gate: str | None = Field(None, description="met, missed, undecided, or None (no minimum).")
     note: str | None = Field(None, description="Why the speedup could not be measured, if "
                                                "so.")
+    rerun_speedup: float | None = Field(None, description="The baseline's rerun against the "
+                                        "baseline (an A/A), where the run has one: how far "
+                                        "two engine starts of one config differ.")
+    gate_low: float | None = Field(None, description="Lower end of the interval the speed gate "
+                                   "decides on: the speedup's, widened by the A/A's factor.")
+    gate_high: float | None = Field(None, description="Upper end of that interval.")
 
 
 class TaskExerciseRecord(StoredRecord):

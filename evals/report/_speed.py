@@ -55,8 +55,13 @@ def _rate(x) -> str:
 def _speedup_text(speed: SpeedRecord) -> str:
     if not fmt.finite(speed.tpot_speedup):
         return "not measured (no request produced two or more tokens in both arms)"
-    return describe_speedup(speed.tpot_speedup, speed.ci_low, speed.ci_high,
+    text = describe_speedup(speed.tpot_speedup, speed.ci_low, speed.ci_high,
                             0.9 if speed.confidence is None else speed.confidence)
+    if fmt.finite(speed.rerun_speedup):
+        # the A/A: how far two engine starts of the baseline's config differ
+        text += "; the baseline's own rerun: " + describe_speedup(
+            speed.rerun_speedup).replace("candidate ", "", 1)
+    return text
 
 
 def _gate_text(speed: SpeedRecord) -> str | None:
@@ -65,6 +70,12 @@ def _gate_text(speed: SpeedRecord) -> str | None:
         return None
     words = {"met": "met", "missed": "missed: the interval lies below it",
              "undecided": "undecided: the interval straddles it"}
+    if fmt.finite(speed.gate_low) and fmt.finite(speed.gate_high):
+        words = {k: f"{v} (the interval widened by the rerun's difference: "
+                    f"{speed.gate_low:.2f}-{speed.gate_high:.2f}x)" for k, v in words.items()}
+    elif gate == "undecided":
+        words["undecided"] = ("undecided: no baseline rerun (`noise_floor: true`) sizes how "
+                              "far two engine starts differ")
     required = describe_requirement(minimum) if fmt.finite(minimum) and minimum > 0 else "?"
     return f"required (gate.min_speedup): candidate {required}; {words.get(gate, gate)}"
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from engine_helpers import ENGINE, LIMIT, MODEL, REPO, read_summary, run_cli, write_config
 
 from evals.pair.logprobs import read_task_logprobs
@@ -84,3 +86,20 @@ def test_an_aa_is_not_flagged(tmp_path):
     for task in summary["shift"]["tasks"]:
         assert task["pvalue_adjusted"] > 0.05, task["test"]
     assert not any("distributions shifted" in w for w in summary["warnings"])
+    # the baseline's rerun sizes how far two engine starts differ in speed: recorded beside
+    # the speedup, from the rerun's own request timings
+    run = next(reports.iterdir())
+
+    speed = summary["speed"]
+    assert speed["tasks"] == ["tiny_reviews_gen"]  # the generated one: the other scores choices
+
+    def mean_tpot(arm):
+        tpots = [(r["e2e"] - r["ttft"]) / (r["output_tokens"] - 1)
+                 for task in speed["tasks"]
+                 for r in json.loads((run / "arms" / arm / "speed" / f"{task}.json")
+                                     .read_text())["requests"] if r["output_tokens"] >= 2]
+        return sum(tpots) / len(tpots)
+
+    assert speed["rerun_speedup"] == pytest.approx(
+        mean_tpot("baseline") / mean_tpot("baseline_rerun"), rel=1e-9)
+    assert speed["gate_low"] is not None and speed["gate_low"] <= speed["ci_low"]

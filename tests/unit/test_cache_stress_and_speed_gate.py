@@ -46,9 +46,10 @@ def test_changed_answers_are_counted_and_tested_two_sided():
 
 
 class _Speed:
-    def __init__(self, gate, point=1.1, low=0.9, high=1.3, minimum=1.2):
+    def __init__(self, gate, point=1.1, low=0.9, high=1.3, minimum=1.2, factor=1.0):
         self.gate, self.tpot_speedup, self.ci_low, self.ci_high = gate, point, low, high
         self.min_speedup, self.confidence = minimum, 0.9
+        self.gate_low, self.gate_high = low / factor, high * factor
 
 
 PASSED = RunVerdict(Verdict.PASS, (), 0.05, 0.03, "holm", "every gated task is non-inferior")
@@ -58,13 +59,20 @@ def test_speed_gate_missed_fails_and_undecided_softens_a_pass():
     missed = apply_speed_gate(PASSED, _Speed("missed", 0.8, 0.7, 0.9))
     assert missed.verdict is Verdict.REGRESSION
     assert missed.reason == ("every gated task is non-inferior; candidate 1.25x slower per output "
-                             "token (90% interval 1.11-1.43x), below gate.min_speedup: at least "
-                             "1.2x faster")
-    undecided = apply_speed_gate(PASSED, _Speed("undecided"))
+                             "token (90% interval 1.11-1.43x), 0.70-0.90x widened by the "
+                             "baseline rerun's own speed difference, below gate.min_speedup: at "
+                             "least 1.2x faster")
+    undecided = apply_speed_gate(PASSED, _Speed("undecided", factor=1.25))
     assert undecided.verdict is Verdict.INCONCLUSIVE
     assert undecided.reason == ("every gated task is non-inferior, but candidate 1.10x faster per "
-                                "output token (90% interval 1.11x slower to 1.30x faster) cannot "
-                                "show gate.min_speedup: at least 1.2x faster")
+                                "output token (90% interval 1.11x slower to 1.30x faster), "
+                                "0.72-1.62x widened by the baseline rerun's own speed difference "
+                                "cannot show gate.min_speedup: at least 1.2x faster")
+    alone = _Speed("undecided")
+    alone.gate_low = alone.gate_high = None
+    assert apply_speed_gate(PASSED, alone).reason.endswith(
+        "(no baseline rerun to size two engine starts' difference) cannot show "
+        "gate.min_speedup: at least 1.2x faster")
     regression = replace(PASSED, verdict=Verdict.REGRESSION)
     assert apply_speed_gate(regression, _Speed("undecided")) is regression
     assert apply_speed_gate(PASSED, _Speed("met")) is PASSED

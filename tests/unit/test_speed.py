@@ -51,11 +51,37 @@ def test_speedup_is_the_ratio_of_mean_tpot_with_an_interval_around_it():
 
 @pytest.mark.parametrize(("minimum", "gate"), [(1.2, "met"), (2.0, "missed"), (1.5, "undecided")])
 def test_min_speedup_gate(minimum, gate):
+    """With a rerun as fast as the baseline (A/A factor 1) the gate decides on the
+    speedup's own interval."""
     rng = np.random.default_rng(3)
     base, cand = {"t": _task(rng, 300, 0.006)}, {"t": _task(rng, 300, 0.004)}
     result = compare_speed(base, cand, spec_decode={}, rng=np.random.default_rng(4),
-                           min_speedup=minimum)
+                           min_speedup=minimum, rerun=base)
+    assert result.rerun_speedup == pytest.approx(1.0)
+    assert (result.gate_low, result.gate_high) == (result.ci_low, result.ci_high)
     assert result.gate == gate
+
+
+def test_the_gate_widens_the_interval_by_the_reruns_own_difference():
+    """Two engine starts of one GPU config differed up to 1.41x in speed while each run's
+    interval was a few percent wide (benchmarks/results, GPU A/As): a true 1.5x speedup
+    next to an A/A that differs 1.3x cannot show 1.2x; without a rerun nothing is shown."""
+    rng = np.random.default_rng(3)
+    base, cand = {"t": _task(rng, 300, 0.006)}, {"t": _task(rng, 300, 0.004)}
+    rerun = {"t": _task(rng, 300, 0.006 * 1.3)}  # the baseline's second start: 1.3x slower
+    result = compare_speed(base, cand, spec_decode={}, rng=np.random.default_rng(4),
+                           min_speedup=1.2, rerun=rerun)
+    tb = np.array([(r["e2e"] - r["ttft"]) / 5 for r in base["t"]["requests"]])
+    tr = np.array([(r["e2e"] - r["ttft"]) / 5 for r in rerun["t"]["requests"]])
+    assert result.rerun_speedup == pytest.approx(tb.mean() / tr.mean(), rel=1e-12)
+    factor = 1 / result.rerun_speedup
+    assert factor > 1.2
+    assert result.gate_low == pytest.approx(result.ci_low / factor)
+    assert result.gate_high == pytest.approx(result.ci_high * factor)
+    assert result.ci_low > 1.2 and result.gate == "undecided"
+    alone = compare_speed(base, cand, spec_decode={}, rng=np.random.default_rng(4),
+                          min_speedup=1.2)
+    assert alone.ci_low > 1.2 and alone.rerun_speedup is None and alone.gate == "undecided"
 
 
 def test_only_tasks_timed_in_both_arms_count_and_none_without_any():

@@ -125,3 +125,18 @@ def test_bad_speed_gates(tmp_path, gate, speed, expected):
     with pytest.raises(UserError) as info:
         load_config(_gated(tmp_path, gate, speed))
     assert expected in str(info.value)
+
+
+def test_min_speedup_needs_the_baseline_rerun(tmp_path):
+    """`gate.min_speedup` decides on the interval widened by the baseline rerun's own speed
+    difference: without `noise_floor: true` there is none, so the config is refused."""
+    path = tmp_path / "c.yaml"
+    body = ("name: t\nmodel: {model}\ntasks: [tiny_reviews_gen]\n"
+            "arms:\n  baseline: {{engine: {{dtype: bfloat16}}}}\n"
+            "  candidate: {{engine: {{dtype: bfloat16, enable_prefix_caching: true}}}}\n"
+            "gate: {{min_speedup: 1.2}}\n").format(model=tmp_path)
+    path.write_text(body, encoding="utf-8")
+    with pytest.raises(UserError, match=r"`gate.min_speedup` needs `noise_floor: true`"):
+        load_config(path)
+    path.write_text(body + "noise_floor: true\n", encoding="utf-8")
+    assert load_config(path).gate.min_speedup == 1.2
