@@ -26,6 +26,8 @@ from pathlib import Path
 
 import torch
 
+from evals.runner.vllm_compat import expand_kernel_fixed
+
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = str(ROOT / "models" / "tiny-reviews")
 SPEC = {"mtp": {"method": "mtp", "num_speculative_tokens": 1},
@@ -34,14 +36,6 @@ SPEC = {"mtp": {"method": "mtp", "num_speculative_tokens": 1},
         "ngram": {"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 3,
                   "prompt_lookup_min": 1},
         "plain": None}
-
-
-def _expand_fixed(output, input_val, cu_num_tokens, replace_from, replace_to,
-                  MAX_NUM_TOKENS=None):  # noqa: N803 (the kernel's own argument name)
-    counts = torch.diff(cu_num_tokens, prepend=cu_num_tokens.new_zeros(1))
-    x = torch.where(input_val == replace_from, torch.full_like(input_val, replace_to),
-                    input_val)
-    output.copy_(x.repeat_interleave(counts))
 
 
 def kernel_check() -> None:
@@ -120,7 +114,7 @@ def generate(method: str, fixed: bool) -> None:
     if fixed:
         from vllm.utils import cpu_triton_utils
 
-        cpu_triton_utils._expand_kernel_impl = _expand_fixed
+        cpu_triton_utils._expand_kernel_impl = expand_kernel_fixed
     from vllm import LLM, SamplingParams
 
     llm = LLM(model=MODEL, dtype="bfloat16", max_model_len=1024, enable_chunked_prefill=False,
