@@ -143,7 +143,7 @@ def compare_speed(baseline: dict[str, dict], candidate: dict[str, dict], *,
         note = "fewer than two requests with two or more output tokens in an arm: no TPOT"
     throughput = (c.output_tokens_per_s / b.output_tokens_per_s
                   if b.output_tokens_per_s and c.output_tokens_per_s else None)
-    rerun_speedup = _rerun_speedup(baseline, rerun or {}, tasks)
+    rerun_speedup = _rerun_speedup(tb, rerun or {}, tasks)
     gate_low = gate_high = None
     if low is not None and high is not None and rerun_speedup is not None:
         factor = max(rerun_speedup, 1 / rerun_speedup)
@@ -165,14 +165,13 @@ def compare_speed(baseline: dict[str, dict], candidate: dict[str, dict], *,
                            gate_high=gate_high)
 
 
-def _rerun_speedup(baseline: dict[str, dict], rerun: dict[str, dict],
+def _rerun_speedup(tb: np.ndarray, rerun: dict[str, dict],
                    tasks: tuple[str, ...]) -> float | None:
-    """Baseline TPOT / rerun TPOT over the tasks timed in all three, or None."""
-    both = [t for t in tasks if t in rerun]
-    if not both or len(both) != len(tasks):
+    """Baseline TPOT / rerun TPOT over the tasks timed in both arms (`tb`: the baseline's
+    TPOTs on them), or None unless the rerun timed every one of them."""
+    if not all(t in rerun for t in tasks):
         return None
-    tb = tpot_values([baseline[t] for t in both])
-    tr = tpot_values([rerun[t] for t in both])
+    tr = tpot_values([rerun[t] for t in tasks])
     if tb.size < 2 or tr.size < 2 or not tr.mean() > 0 or not tb.mean() > 0:
         return None
     return float(tb.mean() / tr.mean())
