@@ -18,9 +18,11 @@ def _candidate_responses(reports) -> list[str]:
 
 
 def test_choice_constraint_offline_and_served(tmp_path):
+    # Both A/Bs compare against the offline baseline (the second reuses it from the store):
+    # the constraint is the candidate's, and an unconstrained served arm runs in test_serving.
     for mode in ("offline", "server"):
         config = write_config(
-            tmp_path, f"structured-{mode}", {"mode": mode, "engine": PLAIN},
+            tmp_path, f"structured-{mode}", {"engine": PLAIN},
             {"mode": mode, "engine": PLAIN, "structured_output": {"choice": LABELS}},
             tasks=[{"name": "tiny_reviews_gen", "metric": "exact_match"}])
         reports = tmp_path / f"reports-{mode}"
@@ -30,3 +32,5 @@ def test_choice_constraint_offline_and_served(tmp_path):
         assert len(responses) == LIMIT and set(responses) <= set(LABELS), set(responses)
         summary = read_summary(reports)
         assert summary["tasks"][0]["candidate_mean"] > 0.5
+        backend = summary["arms"]["candidate"]["backend"]
+        assert backend.startswith("`vllm serve`" if mode == "server" else "vLLM offline"), backend
