@@ -40,50 +40,92 @@ TOKENIZER_FROM = ROOT / "models" / "tiny-reviews"
 OUT = ROOT / "models" / "tiny-hybrid-recall"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 BLOCKS = (128, 160, 192, 224, 256)
-POOL = 6000  # training items, drawn from with replacement
+# A curriculum: manuals of a few needles first, so that copying a code out of the context
+# forms before the manuals grow to the tasks' one to two blocks (session 27: trained on the
+# tasks' sizes from the first step, 1,900 steps left validation recall at 0.0). Manual
+# sizes in tokens per stage; the last stage is the tasks' own (1.0 to 1.9 blocks).
+STAGES = ((40, 90), (90, 180), (180, 320), None)
+STAGE_ITEMS = 2000  # training items per stage, drawn from with replacement
+RAMP = 0.5  # the last stage starts at half the step budget
+REPLAY = 0.25  # share of a batch drawn from the earlier stages
+QUESTIONS = 4  # vaults asked after one manual (cold-race shape): more answers per sequence
 ANSWER_WEIGHT = 5.0
 DEFAULTS = {"steps": 3000, "batch_size": 16, "lr": 2e-3}
 STOP_AT = {"recall": 0.95}
 
 
-def _code(rng: random.Random) -> str:
-    return f"{rng.randrange(10 ** recall.CODE_DIGITS):0{recall.CODE_DIGITS}d}"
+def _manual_spans(manual: str) -> list[tuple[str, float]]:
+    """The manual with its codes at weight 0: random digits nothing can predict."""
+    import re
+
+    return [(piece, 0.0 if re.fullmatch(rf"\d{{{recall.CODE_DIGITS}}}", piece) else 1.0)
+            for piece in re.split(rf"(\d{{{recall.CODE_DIGITS}}})", manual) if piece]
 
 
-def training_item(count, rng: random.Random) -> list[tuple[str, float]]:
-    """One item as (text, loss weight) spans: a cold-race or a multi-turn shape."""
-    block = rng.choice(BLOCKS)
-    manual, codes = recall.build_manual(count, int(block * rng.uniform(1.0, 1.9)) - 20, rng)
+def _manual_tokens(stage: int, rng: random.Random) -> int:
+    sizes = STAGES[stage]
+    if sizes is None:
+        return int(rng.choice(BLOCKS) * rng.uniform(1.0, 1.9)) - 20
+    return rng.randint(*sizes)
+
+
+def training_item(count, rng: random.Random, stage: int = len(STAGES) - 1
+                  ) -> list[tuple[str, float]]:
+    """One item as (text, loss weight) spans: the cold-race shape (a manual, then up to
+    QUESTIONS vaults asked one after another) or the multi-turn shape (a code and the
+    closing notice, then another vault), with a manual of the stage's size."""
+    manual, codes = recall.build_manual(count, _manual_tokens(stage, rng), rng)
+    spans = _manual_spans(manual)
+    if rng.random() < 0.6:
+        for vault in rng.sample(range(len(codes)), min(len(codes), QUESTIONS)):
+            spans += [(recall.question(vault, rng.randrange(len(recall.PHRASINGS))), 1.0),
+                      (f" {codes[vault]}\n", ANSWER_WEIGHT)]
+        return spans
+    vault, other = rng.randrange(len(codes)), rng.randrange(len(codes))
+    notice = recall.closing_notice(count, rng.randint(8, 64))
+    return spans + [(recall.notice_question(vault), 1.0), (f" {codes[vault]}", ANSWER_WEIGHT),
+                    (f". {notice}\n\n", 1.0), (recall.question(other), 1.0),
+                    (f" {codes[other]}\n", ANSWER_WEIGHT)]
+
+
+def validation_item(count, rng: random.Random) -> tuple[str, str]:
+    """A manual of the tasks' sizes and one question: (prompt, " code")."""
+    manual, codes = recall.build_manual(count, _manual_tokens(len(STAGES) - 1, rng), rng)
     vault = rng.randrange(len(codes))
-    if rng.random() < 0.5:
-        ask = recall.question(vault, rng.randrange(len(recall.PHRASINGS)))
-        return [(manual + ask, 1.0), (f" {codes[vault]}", ANSWER_WEIGHT), ("\n", 1.0)]
-    notice = recall.closing_notice(count, max(32, block // 2))
-    other = rng.randrange(len(codes))
-    return [(manual + recall.notice_question(vault), 1.0), (f" {codes[vault]}", ANSWER_WEIGHT),
-            (f". {notice}\n\n", 1.0), (recall.question(other), 1.0),
-            (f" {codes[other]}", ANSWER_WEIGHT), ("\n", 1.0)]
+    return manual + recall.question(vault, rng.randrange(len(recall.PHRASINGS))), f" {codes[vault]}"
 
 
 class RecallSampler:
-    """Batches of training items, padded with EOS at weight 0 (train.train's sampler)."""
+    """Batches of training items, padded with EOS at weight 0 (train.train's sampler), from
+    the curriculum stage the step count has reached (`ramp_steps` to the last stage) plus a
+    REPLAY share from the earlier ones."""
 
-    def __init__(self, tokenizer, items: list[list[tuple[str, float]]], rng: random.Random,
-                 eos: int):
-        self.rng, self.eos = rng, eos
-        self.encoded = []
-        for spans in items:
-            ids, weights = [], []
-            for text, weight in spans:
-                piece = tokenizer.encode(text).ids
-                ids += piece
-                weights += [weight] * len(piece)
-            self.encoded.append((ids, weights))
+    def __init__(self, tokenizer, stages: list[list[list[tuple[str, float]]]],
+                 rng: random.Random, eos: int, ramp_steps: int):
+        self.rng, self.eos, self.ramp_steps, self.calls = rng, eos, max(1, ramp_steps), 0
+        self.stages = [[self._encode(tokenizer, spans) for spans in items] for items in stages]
+
+    @staticmethod
+    def _encode(tokenizer, spans):
+        ids, weights = [], []
+        for text, weight in spans:
+            piece = tokenizer.encode(text).ids
+            ids += piece
+            weights += [weight] * len(piece)
+        return ids, weights
+
+    def stage(self) -> int:
+        last = len(self.stages) - 1
+        return min(last, self.calls * last // self.ramp_steps)
 
     def batch(self, size: int, long: bool):
         import torch
 
-        chosen = [self.rng.choice(self.encoded) for _ in range(size)]
+        stage = self.stage()
+        self.calls += 1
+        chosen = [self.rng.choice(self.stages[
+            self.rng.randrange(stage) if stage and self.rng.random() < REPLAY else stage])
+            for _ in range(size)]
         width = max(len(ids) for ids, _ in chosen)
         ids = [i + [self.eos] * (width - len(i)) for i, _ in chosen]
         weights = [w + [0.0] * (width - len(w)) for _, w in chosen]
@@ -155,7 +197,7 @@ def write_readme(out_dir: Path, record: dict) -> None:
 
 
 def build(seed: int, steps: int, batch_size: int, device: str, time_budget_s: float | None,
-          out_dir: Path, eval_items: int | None = None) -> dict:
+          out_dir: Path, eval_items: int | None = None, lr: float = DEFAULTS["lr"]) -> dict:
     import build_hybrid
     import train
     from hybrid_model import TinyHybridMTP, hybrid_config
@@ -165,13 +207,11 @@ def build(seed: int, steps: int, batch_size: int, device: str, time_budget_s: fl
     eos = tokenizer.token_to_id("<|endoftext|>")
     count = recall.Counter(TOKENIZER_FROM / "tokenizer.json")
     rng = random.Random(f"recall-train-{seed}")
-    items = [training_item(count, rng) for _ in range(POOL)]
+    stages = [[training_item(count, rng, stage) for _ in range(STAGE_ITEMS)]
+              for stage in range(len(STAGES))]
     held_out = random.Random(f"recall-validation-{seed}")
-    validation = {"recall": []}
-    for _ in range(eval_items or 100):
-        spans = training_item(count, held_out)
-        validation["recall"].append((spans[0][0], spans[1][0]))
-    sampler = RecallSampler(tokenizer, items, random.Random(seed), eos)
+    validation = {"recall": [validation_item(count, held_out) for _ in range(eval_items or 100)]}
+    sampler = RecallSampler(tokenizer, stages, random.Random(seed), eos, int(steps * RAMP))
     eval_sets = {"cold_race_b128": task_items("cold_race_b128", limit=eval_items),
                  "multiturn_b128": task_items("multiturn_b128", 2, eval_items)}
     kept = {}
@@ -182,7 +222,7 @@ def build(seed: int, steps: int, batch_size: int, device: str, time_budget_s: fl
 
     result = train.train(
         tokenizer, None, eval_sets, out_dir, seed=seed, steps=steps, batch_size=batch_size,
-        long_every=0, lr=DEFAULTS["lr"], stop_at=STOP_AT, validation=validation,
+        long_every=0, lr=lr, stop_at=STOP_AT, validation=validation,
         build_model=lambda tok: TinyHybridMTP(hybrid_config(tok.get_vocab_size(), eos)),
         save_model=save, device=device, time_budget_s=time_budget_s, sampler=sampler)
     for name in TOKENIZER_FILES:
@@ -191,7 +231,9 @@ def build(seed: int, steps: int, batch_size: int, device: str, time_budget_s: fl
                                           eval_items)
     record = train.write_record(result, out_dir, seed=seed, max_steps=steps, stop_at=STOP_AT,
                                 device=build_hybrid.device_name(device), batch_size=batch_size,
-                                lr=DEFAULTS["lr"], training_items=POOL, blocks=list(BLOCKS),
+                                lr=lr, training_items=STAGE_ITEMS * len(STAGES),
+                                blocks=list(BLOCKS), stages=[list(x) if x else "tasks" for x in STAGES],
+                                questions=QUESTIONS, ramp=RAMP, replay=REPLAY,
                                 time_budget_s=time_budget_s)
     write_readme(out_dir, record)
     return record
@@ -202,6 +244,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--steps", type=int, default=DEFAULTS["steps"])
     parser.add_argument("--batch-size", type=int, default=DEFAULTS["batch_size"])
+    parser.add_argument("--lr", type=float, default=DEFAULTS["lr"])
     parser.add_argument("--device", default="auto", help="cuda, cpu or auto (cuda if present)")
     parser.add_argument("--time-budget", type=float, default=None, metavar="SECONDS")
     parser.add_argument("--out", type=Path, default=OUT)
@@ -214,7 +257,7 @@ def main() -> int:
         "cuda" if torch.cuda.is_available() else "cpu")
     started = time.time()
     record = build(args.seed, args.steps, args.batch_size, device, args.time_budget, args.out,
-                   args.eval_items)
+                   args.eval_items, args.lr)
     print(f"model written to {args.out} in {record['train_seconds']:.0f} s "
           f"(total {time.time() - started:.0f} s); recall: {json.dumps(record['recall'])}")
     return 0

@@ -4,6 +4,9 @@
 # async scheduling on (as configured) and off, then every run's exercise counters per task
 # and wave (prefix-cache hits and queries, MTP drafts) in one table. Not run on CPU.
 #   bash benchmarks/gpu_h200/recall.sh [BLOCK ...]      # default: 128 192 256
+#   bash benchmarks/gpu_h200/recall.sh run CONFIG true|false   # one config, async on or off
+#   bash benchmarks/gpu_h200/recall.sh counters                 # the counters table only
+# (one run at a time fits the device's 600-second calls; the state carries over)
 # Results under $STATE (default /tmp/recall-state): reports-recall/, logs/, counters.md;
 # copy them to benchmarks/results/<session>/ with the versions the runs recorded.
 # The model is models/tiny-hybrid-recall (MODEL= to change it), trained here first by
@@ -13,11 +16,9 @@
 set -u
 STATE="${STATE:-/tmp/recall-state}"
 mkdir -p "$STATE/logs" "$STATE/configs"
-blocks=("$@")
-[ ${#blocks[@]} -eq 0 ] && blocks=(128 192 256)
 repo="$(pwd)"
 MODEL="${MODEL:-$repo/models/tiny-hybrid-recall}"
-if [ ! -f "$MODEL/model.safetensors" ]; then
+if [ ! -f "$MODEL/model.safetensors" ] && [ "${1:-}" != counters ]; then
   python scripts/build_recall_hybrid.py --device cuda --time-budget "${TRAIN_SECONDS:-900}" \
     --out "$MODEL" > "$STATE/logs/build_recall_hybrid.log" 2>&1
   echo "build_recall_hybrid exit $?"; tail -3 "$STATE/logs/build_recall_hybrid.log"
@@ -33,17 +34,31 @@ variant() {  # CONFIG ASYNC(true|false): the config on $MODEL, async scheduling 
   echo "$out"
 }
 
+run_one() {  # CONFIG ASYNC
+  local variant extra=() log
+  variant="$(variant "$1" "$2")"
+  case "$1" in *study_*) extra=(--parallel 2 --arms-per-gpu 2) ;; esac
+  log="$STATE/logs/$(basename "${variant%.yaml}").log"
+  python -m evals ab "$variant" "${extra[@]}" --reports "$STATE/reports-recall" \
+    --store "$STATE/store-recall" > "$log" 2>&1
+  echo "$(basename "$variant"): exit $? ($(grep -m1 '^VERDICT' "$log" || tail -1 "$log"))"
+}
+
+counters() {
+  python benchmarks/gpu_h200/recall_counters.py "$STATE/reports-recall" > "$STATE/counters.md"
+  cat "$STATE/counters.md"
+}
+
+case "${1:-}" in
+  run) run_one "$2" "$3"; counters; exit 0 ;;
+  counters) counters; exit 0 ;;
+esac
+blocks=("$@")
+[ ${#blocks[@]} -eq 0 ] && blocks=(128 192 256)
 for block in "${blocks[@]}"; do
   for config in "configs/gpu/recall_b$block.yaml" "configs/gpu/study_recall_b$block.yaml"; do
-    extra=()
-    case "$config" in *study_*) extra=(--parallel 2 --arms-per-gpu 2) ;; esac
-    for variant in "$(variant "$config" true)" "$(variant "$config" false)"; do
-      log="$STATE/logs/$(basename "${variant%.yaml}").log"
-      python -m evals ab "$variant" "${extra[@]}" --reports "$STATE/reports-recall" \
-        --store "$STATE/store-recall" > "$log" 2>&1
-      echo "$(basename "$variant"): exit $? ($(grep -m1 '^VERDICT' "$log" || tail -1 "$log"))"
-    done
+    run_one "$config" true
+    run_one "$config" false
   done
 done
-python benchmarks/gpu_h200/recall_counters.py "$STATE/reports-recall" > "$STATE/counters.md"
-cat "$STATE/counters.md"
+counters
