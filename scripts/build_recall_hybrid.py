@@ -97,12 +97,15 @@ def validation_item(count, rng: random.Random) -> tuple[str, str]:
 
 class RecallSampler:
     """Batches of training items, padded with EOS at weight 0 (train.train's sampler), from
-    the curriculum stage the step count has reached (`ramp_steps` to the last stage) plus a
-    REPLAY share from the earlier ones."""
+    the curriculum stage the training has reached plus a REPLAY share from the earlier ones.
+    The stages pass evenly over `ramp_steps` steps, or over `ramp_seconds` from the first
+    batch when given (a time budget: the step time is not known beforehand)."""
 
     def __init__(self, tokenizer, stages: list[list[list[tuple[str, float]]]],
-                 rng: random.Random, eos: int, ramp_steps: int):
+                 rng: random.Random, eos: int, ramp_steps: int,
+                 ramp_seconds: float | None = None):
         self.rng, self.eos, self.ramp_steps, self.calls = rng, eos, max(1, ramp_steps), 0
+        self.ramp_seconds, self.started = ramp_seconds, None
         self.stages = [[self._encode(tokenizer, spans) for spans in items] for items in stages]
 
     @staticmethod
@@ -116,6 +119,9 @@ class RecallSampler:
 
     def stage(self) -> int:
         last = len(self.stages) - 1
+        if self.ramp_seconds:
+            self.started = self.started or time.time()
+            return min(last, int((time.time() - self.started) * last / self.ramp_seconds))
         return min(last, self.calls * last // self.ramp_steps)
 
     def batch(self, size: int, long: bool):
@@ -211,7 +217,8 @@ def build(seed: int, steps: int, batch_size: int, device: str, time_budget_s: fl
               for stage in range(len(STAGES))]
     held_out = random.Random(f"recall-validation-{seed}")
     validation = {"recall": [validation_item(count, held_out) for _ in range(eval_items or 100)]}
-    sampler = RecallSampler(tokenizer, stages, random.Random(seed), eos, int(steps * RAMP))
+    sampler = RecallSampler(tokenizer, stages, random.Random(seed), eos, int(steps * RAMP),
+                            time_budget_s * RAMP if time_budget_s else None)
     eval_sets = {"cold_race_b128": task_items("cold_race_b128", limit=eval_items),
                  "multiturn_b128": task_items("multiturn_b128", 2, eval_items)}
     kept = {}
