@@ -127,19 +127,6 @@ def test_compare_missing_dirs_exit_2(tmp_path):
     assert result.returncode == 2 and "does not exist" in result.stderr
 
 
-def test_unknown_task_exits_2_before_an_engine_starts(tmp_path):
-    """Task names are resolved in the parent (bundled tasks, then lm-eval's index) before
-    any worker or audit process starts."""
-    text = VALID.format(model=REPO / "models" / "tiny-reviews").replace(
-        "tiny_reviews_gen", "tiny_reviews_gen_typo")
-    result = run_cli("ab", str(write(tmp_path, text)), "--reports", str(tmp_path / "reports"))
-    assert result.returncode == 2, result.stderr
-    assert "no task named 'tiny_reviews_gen_typo'" in result.stderr
-    assert str(tmp_path / "c.yaml") in result.stderr
-    assert "Traceback" not in result.stderr
-    assert not list((tmp_path / "reports").rglob("worker.log"))  # no worker was started
-
-
 def test_model_fingerprint_sees_changed_weight_values(tmp_path):
     """Noise added to weights keeps shapes and file size; the fingerprint must still change."""
     import numpy as np

@@ -29,13 +29,16 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_unknown_task_stops_ab_before_any_subprocess(tmp_path):
+    """Task names are resolved in the parent (bundled tasks, then lm-eval's index) before
+    any worker or audit process starts."""
     path = tmp_path / "c.yaml"
     path.write_text(CONFIG.format(model=REPO / "models" / "tiny-reviews",
                                   task="tiny_reviews_gne"), encoding="utf-8")
     started = time.time()
     result = _cli("ab", str(path), "--reports", str(tmp_path / "r"))
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
-    assert "no task named 'tiny_reviews_gne'" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert "no task named 'tiny_reviews_gne'" in result.stderr and str(path) in result.stderr
     assert "did you mean 'tiny_reviews_gen'" in result.stderr
     assert not list((tmp_path / "r").rglob("worker.log"))  # no worker, no audit ran
     assert "config audit" not in result.stdout
