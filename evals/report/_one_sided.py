@@ -8,12 +8,20 @@ vLLM's regression test for that bug (tests/v1/e2e/test_hybrid_mamba_prefix_cache
 correctness.py) reads forward flips beyond the reverse ones plus a margin of 2 as
 one-sided; the same reading is shown here beside the numbers. It is a description for
 the reader; the verdict comes from the gate's one-sided test, not from this reading.
+
+Beside the flips, the shape of every changed output (issue 54): a response that is the
+other arm's with one piece of text added (vLLM #53919's async-scheduling overrun: the
+baseline's answer with one more token, at its end or repeated inside it, as the H200 study
+recorded) or a response rewritten otherwise (what a corrupted recurrent state or cache hit
+does, #43559). A run with async scheduling off beside one with it on tells the two
+mechanisms apart.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from evals.record.paired_item import PairedItem
 from evals.record.run_record_model import RunRecord
 
 FLIP_MARGIN = 2
@@ -29,6 +37,7 @@ class OneSidedRow:
     aa_flips: str  # the baseline A/A rerun's changed items, or why there are none
     reading: str
     css: str  # worse | better | "" (the verdict colours of the task table)
+    changes: str  # the changed outputs by shape, or "-" when no responses were recorded
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,8 +61,65 @@ def reading(forward: int, reverse: int, aa_flips: int | None) -> tuple[str, str]
     return f"both ways (within {FLIP_MARGIN}), as batch nondeterminism flips", ""
 
 
-def one_sided_section(summary: RunRecord) -> OneSidedSection | None:
-    """The binary tasks' flips; None when no task has paired 0/1 flips to show."""
+@dataclass(frozen=True, slots=True)
+class OutputChanges:
+    """A task's items whose responses differ between the arms, by shape."""
+
+    changed: int
+    added: int  # one response is the other with one piece of text added
+    rewritten: int  # the rest
+
+    @property
+    def text(self) -> str:
+        if not self.changed:
+            return "0"
+        return f"{self.changed}: {self.added} text added, {self.rewritten} rewritten"
+
+
+def one_piece_added(a: str, b: str) -> bool:
+    """Whether the longer of `a` and `b` is the shorter with one piece of text inserted
+    (appended, prepended or inside)."""
+    short, long = sorted((a, b), key=len)
+    if len(short) == len(long):
+        return False
+    p = 0
+    while p < len(short) and short[p] == long[p]:
+        p += 1
+    return long.endswith(short[p:])
+
+
+def _responses(value) -> list[str] | None:
+    """One arm's response(s) of an item: a sampled item has one per repeat."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return value
+    return None
+
+
+def output_changes(rows: list[PairedItem]) -> dict[str, OutputChanges]:
+    """Per task, the items whose responses differ: text added (in every differing pair of
+    responses one is the other with one piece inserted) or rewritten. Tasks whose items
+    recorded no responses are left out."""
+    counts: dict[str, list[int]] = {}
+    for row in rows:
+        base, cand = _responses(row.baseline_response), _responses(row.candidate_response)
+        if row.task is None or base is None or cand is None or len(base) != len(cand):
+            continue
+        tally = counts.setdefault(row.task, [0, 0, 0])
+        pairs = [(b, c) for b, c in zip(base, cand) if b != c]
+        if not pairs:
+            continue
+        tally[0] += 1
+        tally[1 if all(one_piece_added(b, c) for b, c in pairs) else 2] += 1
+    return {task: OutputChanges(*tally) for task, tally in counts.items()}
+
+
+def one_sided_section(summary: RunRecord, items: list[PairedItem] | None = None
+                      ) -> OneSidedSection | None:
+    """The binary tasks' flips, with the shapes of their changed outputs when `items` (the
+    run's paired items) are given; None when no task has paired 0/1 flips to show."""
+    changes = output_changes(items or [])
     rows, aa_run = [], False
     for t in summary.tasks:
         if not t.binary or t.correct_to_wrong is None or t.wrong_to_correct is None:
@@ -63,7 +129,8 @@ def one_sided_section(summary: RunRecord) -> OneSidedSection | None:
         rows.append(OneSidedRow(
             task=t.task, n=t.n, forward=t.correct_to_wrong, reverse=t.wrong_to_correct,
             aa_flips=str(t.noise_flips) if t.noise_flips is not None else "not run",
-            reading=text, css=css))
+            reading=text, css=css,
+            changes=changes[t.task].text if t.task in changes else "-"))
     if not rows:
         return None
     return OneSidedSection(rows=tuple(rows), margin=FLIP_MARGIN, aa_run=aa_run)

@@ -46,7 +46,7 @@ def build_page(summary: RunRecord, rows: list[PairedItem] | list[dict],
     return ReportPage(
         title=f"{top.verdict} \u2013 {top.run_id} \u2013 vllm-regression-evals",
         banner=top, rows=task_rows(summary), forest=forest_plot(summary),
-        flips=task_flips(summary), one_sided=one_sided_section(summary),
+        flips=task_flips(summary), one_sided=one_sided_section(summary, rows),
         rates=rate_plots(summary, rows),
         items=flipped_items(summary, rows, max_flipped_items, items_file_found),
         speed=speed_section(summary), load_curve=load_curve_section(summary),

@@ -3,11 +3,22 @@ beside them, in the view-model, report.html and summary.md."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
+from evals.record.paired_item import PairedItem, as_items, read_paired_item_records
 from evals.record.run_record import read_summary
 from evals.record.run_record_model import RunRecord
-from evals.report._one_sided import FLIP_MARGIN, one_sided_section, reading
+from evals.report._one_sided import (
+    FLIP_MARGIN,
+    OutputChanges,
+    one_piece_added,
+    one_sided_section,
+    output_changes,
+    reading,
+)
 
 
 @pytest.mark.parametrize("forward, reverse, aa, expected", [
@@ -57,5 +68,72 @@ def test_report_and_summary_show_the_section(regression_run):
     assert "one-sided: 11 more forward than reverse flips" in html
     assert "No A/A rerun in this run" in html
     markdown = (regression_run / "summary.md").read_text(encoding="utf-8")
-    assert "| gsm8k\\_tiny | 60 | 12 | 1 | not run | one-sided: 11 more forward than reverse " \
-           "flips |" in markdown
+    assert "| gsm8k\\_tiny | 60 | 12 | 1 | not run | " in markdown
+    assert " | one-sided: 11 more forward than reverse flips |" in markdown
+
+
+SESSION5 = (Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "gpu-h200"
+            / "session5")
+
+
+def _recorded_items(run: str, comparison: str) -> list[PairedItem]:
+    """The changed items an H200 study recorded (vLLM, tiny hybrid; the file's first line
+    is a note, not an item)."""
+    path = SESSION5 / run / "comparisons" / comparison / "flipped_items.jsonl"
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    return as_items([r for r in rows if "task" in r])
+
+
+@pytest.mark.parametrize("a, b, added", [
+    (" 24", " 243", True),  # one more token at the end: the async overrun
+    (" 112", " 1112", True),  # one more token inside (a repeated digit)
+    ("x", "x", False),  # no change is no insertion
+    (" 131", " 132", False),  # a digit rewritten
+    (" 8157", " 815", True),  # the other way round: the baseline is the longer
+    ("abc", "xabcx", False),  # two pieces inserted
+    ("", "4821", True),
+])
+def test_one_piece_added(a, b, added):
+    assert one_piece_added(a, b) is added
+    assert one_piece_added(b, a) is added
+
+
+def test_the_h200_async_overruns_read_as_text_added_and_the_rewrite_as_rewritten():
+    # prefix caching + MTP 2, async on: eight outputs, each the baseline's plus one token
+    combo = output_changes(_recorded_items("gpu-study-hybrid-mtp-prefix-0ee1ef4e",
+                                           "prefix_caching=on+decoding=mtp"))
+    assert combo == {"tiny_addition": OutputChanges(changed=8, added=8, rewritten=0)}
+    # MTP 3: four with a token added (two inside the answer), ' 131' -> ' 132' rewritten
+    mtp3 = output_changes(_recorded_items("gpu-study-hybrid-variants-f483e4db", "prefix_mtp3"))
+    assert mtp3 == {"tiny_addition": OutputChanges(changed=5, added=4, rewritten=1)}
+    assert mtp3["tiny_addition"].text == "5: 4 text added, 1 rewritten"
+    # async off: nothing changed, nothing to count
+    assert output_changes(_recorded_items("gpu-study-hybrid-variants-f483e4db",
+                                          "prefix_mtp2_sync")) == {}
+
+
+def test_sampled_items_count_once_and_unchanged_items_not_at_all():
+    def item(task, base, cand):
+        return PairedItem(task=task, doc_id=0, metric="m", baseline=1.0, candidate=0.0,
+                          target="t", prompt="p", baseline_prediction=None,
+                          candidate_prediction=None, baseline_response=base,
+                          candidate_response=cand)
+
+    items = [item("s", [" 1", " 2"], [" 1", " 2x"]), item("s", [" 1", " 2"], [" 9", " 2x"]),
+             item("s", " a", " a"), item("u", None, " a"), item("v", [" 1"], [" 1", " 2"])]
+    assert output_changes(items) == {"s": OutputChanges(changed=2, added=1, rewritten=1)}
+    assert OutputChanges(0, 0, 0).text == "0"
+
+
+def test_report_and_summary_show_the_changed_outputs(regression_run):
+    summary = RunRecord.model_validate(read_summary(regression_run))
+    items = read_paired_item_records(regression_run)
+    section = one_sided_section(summary, items)
+    expected = output_changes(items)
+    gsm = next(r for r in section.rows if r.task == "gsm8k_tiny")
+    assert gsm.changes == expected["gsm8k_tiny"].text != "0"
+    assert one_sided_section(summary).rows[0].changes == "-"  # no items given
+    html = (regression_run / "report.html").read_text(encoding="utf-8")
+    assert f"<td>{gsm.changes}</td>" in html and "text added" in html
+    markdown = (regression_run / "summary.md").read_text(encoding="utf-8")
+    assert f"| not run | {gsm.changes} | one-sided" in markdown
