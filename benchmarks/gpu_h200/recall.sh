@@ -9,8 +9,8 @@
 # (one run at a time fits the device's 600-second calls; the state carries over)
 # Results under $STATE (default /tmp/recall-state): reports-recall/, logs/, counters.md;
 # copy them to benchmarks/results/<session>/ with the versions the runs recorded.
-# The model is models/tiny-hybrid-recall (MODEL= to change it), trained here first by
-# scripts/build_recall_hybrid.py when absent (TRAIN_SECONDS, default 900); every config runs
+# The model is models/tiny-hybrid-recall (MODEL= to change it), trained by
+# benchmarks/gpu_h200/recall_train.sh (one device call) when not committed; every config runs
 # as an `extends:` variant naming that model. The geometry check stops a run whose resolved
 # geometry cannot trigger (exit 2) before any item runs.
 set -u
@@ -19,9 +19,8 @@ mkdir -p "$STATE/logs" "$STATE/configs"
 repo="$(pwd)"
 MODEL="${MODEL:-$repo/models/tiny-hybrid-recall}"
 if [ ! -f "$MODEL/model.safetensors" ] && [ "${1:-}" != counters ]; then
-  python scripts/build_recall_hybrid.py --device cuda --time-budget "${TRAIN_SECONDS:-900}" \
-    --out "$MODEL" > "$STATE/logs/build_recall_hybrid.log" 2>&1
-  echo "build_recall_hybrid exit $?"; tail -3 "$STATE/logs/build_recall_hybrid.log"
+  echo "no recalling model at $MODEL: train it first (bash benchmarks/gpu_h200/recall_train.sh)"
+  exit 2
 fi
 
 variant() {  # CONFIG ASYNC(true|false): the config on $MODEL, async scheduling as given
