@@ -168,16 +168,50 @@ def knocked_out(model, layer_type: str):
     return stack
 
 
+def first_code(text: str) -> str | None:
+    """The first code-shaped number of a continuation: what the tasks' `code` filter grades."""
+    import re
+
+    found = re.search(rf"\d{{{recall.CODE_DIGITS}}}", text)
+    return found.group(0) if found else None
+
+
+def code_recall(model, tokenizer, items: list[tuple[str, str]]) -> float:
+    """Greedy recall graded as the tasks grade it (the first code-shaped number of the
+    continuation; the multi-turn wave 1 answers the code, then the notice). Prompts of one
+    token length decode together, unpadded."""
+    import torch
+
+    model.eval()
+    device = next(model.parameters()).device
+    groups: dict[int, list[tuple[list[int], str]]] = {}
+    for prompt, answer in items:
+        ids = tokenizer.encode(prompt).ids
+        groups.setdefault(len(ids), []).append((ids, answer.strip()))
+    correct = 0
+    with torch.no_grad():
+        for group in groups.values():
+            seqs = torch.tensor([ids for ids, _ in group], device=device)
+            start = seqs.shape[1]
+            for _ in range(recall.CODE_DIGITS + 2):
+                logits, _ = model(seqs, with_mtp=False)
+                seqs = torch.cat([seqs, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+            for row, (_, code) in zip(seqs[:, start:].tolist(), group):
+                correct += first_code(tokenizer.decode(row)) == code
+    return correct / max(1, len(items))
+
+
 def where_recall_lives(model, tokenizer, train, limit: int | None = None) -> dict:
-    """Greedy recall per shipped task and wave: whole, attention knocked out, GDN knocked out."""
+    """Greedy recall per shipped task and wave (graded as the tasks grade it): whole,
+    attention knocked out, GDN knocked out."""
     sets = {f"{shape}_b{b} wave {w}": task_items(f"{shape}_b{b}", w, limit)
             for b in (128, 192, 256) for shape in ("cold_race", "multiturn") for w in (1, 2)}
     out = {}
     for name, items in sets.items():
-        row = {"whole": train.greedy_accuracy(model, tokenizer, items)}
+        row = {"whole": code_recall(model, tokenizer, items)}
         for label, kind in (("no attention", "full_attention"), ("no GDN", "linear_attention")):
             with knocked_out(model, kind):
-                row[label] = train.greedy_accuracy(model, tokenizer, items)
+                row[label] = code_recall(model, tokenizer, items)
         out[name] = row
     return out
 
