@@ -125,7 +125,7 @@ def train(tokenizer, corpus: Corpus, eval_sets: dict[str, list[tuple[str, str]]]
           stop_at: dict[str, float] | None = None,
           validation: dict[str, list[tuple[str, str]]] | None = None, log=print,
           build_model=None, save_model=None, long_length: int = 448, device: str = "cpu",
-          time_budget_s: float | None = None, sampler=None) -> dict:
+          time_budget_s: float | None = None, sampler=None, validate=None) -> dict:
     """Trains for `steps` steps, or stops early once every validation set's greedy accuracy
     reaches its `stop_at` level (checked every 100 steps). Early stopping keeps the model
     away from 100% on the easy task, so that optimizations can flip answers both ways.
@@ -134,7 +134,9 @@ def train(tokenizer, corpus: Corpus, eval_sets: dict[str, list[tuple[str, str]]]
     MiMo MTP model; any model whose forward returns (logits, MTP logits) and that has
     `cfg.eos_token_id` and `hf_config()` trains the same way. `time_budget_s`: stop (and
     save) at the first log step past this many seconds of training. `sampler`: anything with
-    `batch(size, long) -> (ids, weights)`; default: SequenceSampler over `corpus`."""
+    `batch(size, long) -> (ids, weights)`; default: SequenceSampler over `corpus`.
+    `validate(model) -> {name: accuracy}`: the validation measure (default: greedy exact
+    match on each of `validation`'s sets)."""
     random.seed(seed)
     torch.manual_seed(seed)
     torch.set_num_threads(max(1, torch.get_num_threads()))
@@ -169,9 +171,10 @@ def train(tokenizer, corpus: Corpus, eval_sets: dict[str, list[tuple[str, str]]]
             entry = {"step": step, "loss": round(main_loss.item(), 4),
                      "mtp_loss": round(mtp_loss.item(), 4),
                      "elapsed_s": round(time.time() - started, 1)}
-            if stop_at and validation and step >= steps // 3:
-                entry["validation"] = {name: greedy_accuracy(model, tokenizer, validation[name])
-                                       for name in stop_at}
+            if stop_at and (validation or validate) and step >= steps // 3:
+                entry["validation"] = validate(model) if validate else {
+                    name: greedy_accuracy(model, tokenizer, validation[name]) for name in stop_at}
+                model.train()
             history.append(entry)
             log(json.dumps(entry))
             if "validation" in entry and all(entry["validation"][k] >= v

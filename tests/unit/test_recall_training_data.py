@@ -67,10 +67,12 @@ def test_validation_items_are_of_the_tasks_sizes_and_answered_from_the_manual():
     build = _module()
     count = build.recall.Counter(build.TOKENIZER_FROM / "tokenizer.json")
     rng = random.Random("recall-validation-7")
-    for _ in range(20):
-        prompt, answer = build.validation_item(count, rng)
+    for notice in (False, True) * 10:
+        prompt, answer = build.validation_item(count, rng, notice)
         assert prompt.rstrip().endswith("A:") and count(prompt) >= 100
+        assert ("then the closing notice?" in prompt) is notice
         assert f"code is {answer.strip()}." in prompt
+    assert set(build.STOP_AT) == {"recall", "notice"}
 
 
 def test_the_curriculum_moves_through_the_stages_by_steps_or_by_seconds(monkeypatch):
@@ -123,3 +125,27 @@ def test_recall_is_graded_as_the_tasks_grade_it():
     assert build.first_code(" 6298. Closing notice: Visitors sign") == "6298"  # wave 1
     assert build.first_code(" 598157\nQ: g") == "5981"  # the first code-shaped number
     assert build.first_code(" 62\n") is None
+
+
+def test_a_built_model_loads_back_with_the_weights_it_saved(tmp_path):
+    import torch
+
+    build = _module()
+    sys.path.insert(0, str(REPO / "scripts" / "embedded"))
+    import build_hybrid
+    from hybrid_model import TinyHybridMTP, hybrid_config
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(build.TOKENIZER_FROM / "tokenizer.json"))
+    torch.manual_seed(3)
+    model = TinyHybridMTP(hybrid_config(tokenizer.get_vocab_size(),
+                                        tokenizer.token_to_id("<|endoftext|>")))
+    build_hybrid.save_hybrid(model, tmp_path)
+    for name in build.TOKENIZER_FILES:
+        (tmp_path / name).write_bytes((build.TOKENIZER_FROM / name).read_bytes())
+    loaded, _ = build.load_built(tmp_path, "cpu")
+    saved = model.checkpoint_state_dict()
+    again = loaded.checkpoint_state_dict()
+    assert saved.keys() == again.keys() and len(saved) > 50
+    for key, tensor in saved.items():  # saved as bf16: equal after the same rounding
+        assert torch.equal(tensor.to(torch.bfloat16), again[key].to(torch.bfloat16)), key
