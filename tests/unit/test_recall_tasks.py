@@ -56,12 +56,14 @@ def test_another_seed_writes_other_codes(tmp_path):
 
 
 @pytest.mark.parametrize("block", [128, 192, 256])
-def test_cold_race_prompts_lie_between_one_and_two_blocks(block):
+def test_cold_race_prompts_end_inside_the_third_block(block):
+    # past two blocks: under MTP vLLM 0.26 hits no prompt of at most 2 B tokens
+    # (docs/recall.md, "Why the cold race found no cache hit")
     meta = _metadata(SHIPPED / f"recall_cold_race_b{block}.yaml")
     trigger = meta["trigger"]
     assert trigger["block_tokens"] == block and meta["waves"] == "wave"
     low, high = trigger["prompt_tokens"]
-    assert 1.05 * block < low <= high < 1.95 * block
+    assert 2.05 * block < low <= high < 2.95 * block
     rows = _rows(meta["data"])
     wave1 = [r["prompt"] for r in rows if r["wave"] == 1]
     assert len(wave1) == trigger["wave1_prompts"] == 16 and len(set(wave1)) == 1
