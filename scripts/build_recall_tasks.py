@@ -3,14 +3,14 @@
 the hybrid prefix-cache mechanisms of vLLM #43559 (the shapes of vLLM's own regression test,
 tests/v1/e2e/test_hybrid_mamba_prefix_cache_correctness.py):
 
-* cold race (`recall_cold_race_b<B>`): wave 1 is 16 identical cold prompts between two and
-  three Mamba blocks of B tokens long (about 2.25 B), all in flight at once, so a small
-  per-step token budget splits their prefills; wave 2 asks every vault in four phrasings,
-  resuming from the manual the first wave cached. Two blocks, not vLLM's test's one to
-  two: with MTP (any EAGLE-style drafter) vLLM 0.26 pulls the last cacheable Mamba
-  boundary back one block and drops the last matched attention block, so a prompt of at
-  most 2 B tokens never hits the cache (docs/recall.md, "Why the cold race found no cache
-  hit"); from 2 B + 1 tokens the requests after the first find its state at B.
+* cold race (`recall_cold_race_b<B>`): wave 1 is 16 identical cold prompts between one and
+  two Mamba blocks of B tokens long (about 1.25 B), all in flight at once, so a per-step
+  token budget under one prompt plus one block makes the second prompt's first chunk end
+  inside the first block; wave 2 asks every vault in four phrasings after the manual and
+  a shared appendix of notes, between two and three blocks long (about 2.25 B). With MTP
+  (any EAGLE-style drafter) vLLM 0.26 hits no prompt of at most 2 B tokens, so wave 1
+  cannot hit what it cached; wave 2 can, resuming from the first block's cached state
+  (docs/recall.md, "Why the cold race found no cache hit").
 * multi-turn (`recall_multiturn_b<B>`): wave 1 is 32 prompts that end just below the
   second block boundary and ask for a code and then the manual's closing notice (at least
   `min_tokens` generated, so decode crosses the boundary and the block there is written
@@ -41,9 +41,11 @@ TASK_DIR = ROOT / "tasks" / "recall"
 TOKENIZER = ROOT / "models" / "tiny-reviews" / "tokenizer.json"
 COLD_PROMPTS = 16
 MULTI_TURN_PROMPTS = 32
-# cold prompts end this many blocks in: past two, so that under MTP the state at the first
-# boundary is cached and hit; inside the third block, away from its ends
-COLD_BLOCKS = 2.35
+# cold race: wave 1 ends inside the second block (at most 2 B tokens, so under MTP no wave-1
+# chunk stops on a block boundary); wave 2 inside the third (past 2 B, so it can hit)
+COLD_BLOCKS = 1.35
+COLD_WAVE2_BLOCKS = 2.35
+APPENDIX = "Notes.\n"
 CODE_DIGITS = 4
 FILLERS = (
     "Visitors sign the register at the front desk.",
@@ -119,14 +121,29 @@ def cold_race(count: Counter, block: int, seed: int) -> tuple[list[dict], dict]:
     probe = len(codes) - 2  # near the end of the manual, where even weak recall holds
     rows = [{"wave": 1, "vault": probe, "prompt": manual + question(probe),
              "code": codes[probe]} for _ in range(COLD_PROMPTS)]
-    # every vault in every phrasing: distinct prompts that resume from the cached manual
-    rows += [{"wave": 2, "vault": v, "prompt": manual + question(v, k), "code": code}
+    shared = manual + appendix(count, manual, int(block * COLD_WAVE2_BLOCKS) - longest)
+    # every vault in every phrasing: distinct prompts that share the manual wave 1 cached
+    # and an appendix, long enough to hit the cache under MTP
+    rows += [{"wave": 2, "vault": v, "prompt": shared + question(v, k), "code": code}
              for k in range(len(PHRASINGS)) for v, code in enumerate(codes)]
-    lengths = [count(r["prompt"]) for r in rows]
+    wave1 = [count(r["prompt"]) for r in rows if r["wave"] == 1]
+    wave2 = [count(r["prompt"]) for r in rows if r["wave"] == 2]
     trigger = {"mechanism": "cold_race", "block_tokens": block,
-               "prompt_tokens": [min(lengths), max(lengths)], "wave1_prompts": COLD_PROMPTS,
+               "prompt_tokens": [min(wave1), max(wave1)],
+               "wave2_prompt_tokens": [min(wave2), max(wave2)],
+               "wave2_shared_tokens": count(shared), "wave1_prompts": COLD_PROMPTS,
                "needles": len(codes)}
     return rows, trigger
+
+
+def appendix(count: Counter, manual: str, target: int) -> str:
+    """Filler notes after the manual (no code in them), grown one sentence at a time until
+    the next one would take manual and notes past `target` tokens."""
+    parts, k = [APPENDIX], 0
+    while count(manual + "".join(parts) + FILLERS[k % len(FILLERS)] + "\n") <= target:
+        parts.append(FILLERS[k % len(FILLERS)] + "\n")
+        k += 1
+    return "".join(parts)
 
 
 def multi_turn(count: Counter, block: int, seed: int) -> tuple[list[dict], dict]:

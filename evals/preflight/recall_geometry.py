@@ -6,9 +6,9 @@ Whether vLLM can reach the hybrid prefix-cache mechanisms with them is a matter 
 engine's resolved geometry, as vLLM's own regression test checks it
 (tests/v1/e2e/test_hybrid_mamba_prefix_cache_correctness.py): the scheduler splits
 prefill chunks on `cache_config.block_size`, which must equal the Mamba block size; a cold
-race needs prompts that end inside a Mamba block after enough whole blocks for a hit,
-chunked prefill, and a per-step token budget too small for the wave's prompts in flight
-together; a multi-turn wave 1 must end below the second block boundary and decode across
+race needs a wave 1 strictly between one and two Mamba blocks, chunked prefill, a per-step
+token budget too small for the wave's prompts in flight together, and a wave 2 long enough
+for a hit; a multi-turn wave 1 must end below the second block boundary and decode across
 it, and its wave 2 must be long enough for a hit.
 
 How many whole blocks a hit needs (vLLM 0.26.0's source, docs/recall.md "Why the cold
@@ -18,7 +18,12 @@ included: `SpeculativeConfig.use_eagle`) the attention lookup then drops its las
 block (`FullAttentionManager.find_longest_cache_hit`) and the scheduler pulls the last
 Mamba boundary it stops a prefill chunk at back one block
 (`Scheduler._mamba_block_aligned_split`). So a prompt hits from B + 1 tokens without such
-a drafter and only from 2 B + 1 tokens with one.
+a drafter and only from 2 B + 1 tokens with one. With such a drafter a wave-1 prompt of at
+most 2 B tokens is not stopped at any block boundary, so a chunk that ends inside the first
+block leaves its state there, and that block is cached as the state at B when the request
+runs on: the cold race's budget must make the second prompt's first chunk end there
+(between one prompt and one prompt plus a block), and wave 2, past 2 B and sharing two
+blocks, hits it.
 
 `geometry_problems` is pure (a trigger and a flattened effective config in, sentences out,
 each naming the value to change); `check_trigger_geometry` applies it to every arm that
@@ -49,7 +54,9 @@ class Trigger:
     prompt_tokens: tuple[int, int]  # wave 1's shortest and longest prompt
     wave1_prompts: int
     min_tokens: int = 0  # multi_turn: tokens wave 1 decodes at least
-    wave2_prompt_tokens: tuple[int, int] | None = None  # multi_turn: wave 2's shortest, longest
+    # wave 2's shortest and longest prompt, and (cold race) the tokens all of them share
+    wave2_prompt_tokens: tuple[int, int] | None = None
+    wave2_shared_tokens: int | None = None
 
 
 class _IgnoreTags(yaml.SafeLoader):
@@ -80,7 +87,9 @@ def task_triggers(names: Iterable[str], include_paths: Iterable[str | Path] = (T
                     wave1_prompts=int(trigger["wave1_prompts"]),
                     min_tokens=int(trigger.get("min_tokens", 0)),
                     wave2_prompt_tokens=(tuple(int(t) for t in trigger["wave2_prompt_tokens"])
-                                         if "wave2_prompt_tokens" in trigger else None))
+                                         if "wave2_prompt_tokens" in trigger else None),
+                    wave2_shared_tokens=(int(trigger["wave2_shared_tokens"])
+                                         if "wave2_shared_tokens" in trigger else None))
     return found
 
 
@@ -174,13 +183,18 @@ def geometry_problems(trigger: Trigger, effective: Mapping,
 def _cold_race(trigger: Trigger, effective: Mapping, block: int, low: int, high: int
                ) -> list[str]:
     problems = []
-    if low <= hit_blocks(effective) * block:
-        problems.append(_too_short("the cold prompts", low, high, block, effective))
-    elif not (low // block == high // block
-              and 0.05 * block < low % block <= high % block < 0.95 * block):
-        problems.append(f"the cold prompts ({low}-{high} tokens) do not all end inside one "
-                        f"{block}-token block, away from its boundaries, so their prefills "
-                        f"are not split mid-block: rebuild the task (--blocks {block})")
+    if not 1.05 * block < low <= high < 1.95 * block:
+        problems.append(f"the cold prompts ({low}-{high} tokens) are not strictly between one "
+                        f"and two {block}-token blocks: rebuild the task (--blocks {block})")
+    # a task written before wave 2 had its own lengths recorded: its range covered both waves
+    low2, high2 = trigger.wave2_prompt_tokens or (low, high)
+    need = hit_blocks(effective) * block
+    if low2 <= need:
+        problems.append(_too_short("wave 2's prompts", low2, high2, block, effective))
+    elif trigger.wave2_shared_tokens is not None and trigger.wave2_shared_tokens < need:
+        problems.append(f"wave 2's prompts share {trigger.wave2_shared_tokens} tokens, fewer "
+                        f"than the {need} whose blocks a hit needs cached: rebuild the task "
+                        f"(--blocks {block})")
     if not effective.get("scheduler.enable_chunked_prefill"):
         problems.append("chunked prefill is off, so no prefill is split mid-block: set engine "
                         "`enable_chunked_prefill: true`")
@@ -195,7 +209,15 @@ def _cold_race(trigger: Trigger, effective: Mapping, block: int, low: int, high:
         problems.append(f"max_num_batched_tokens {budget} fits all {together} cold prompts "
                         f"in flight ({in_flight} tokens) in one step, so no prefill "
                         f"is split: set engine `max_num_batched_tokens` below {in_flight} (and "
-                        f"at least {block}), e.g. {2 * block + block // 2}")
+                        f"at least {block}), e.g. {2 * block}")
+    method = eagle_method(effective)
+    if method and seqs >= 2 and not high < budget < low + block:
+        problems.append(f"max_num_batched_tokens {budget} does not end the second cold "
+                        f"prompt's first chunk inside the first block (with speculative "
+                        f"method `{method}` vLLM 0.26 stops no wave-1 chunk on a block "
+                        f"boundary, so only the budget puts a chunk end there): set engine "
+                        f"`max_num_batched_tokens` between {high + 1} and {low + block - 1}, "
+                        f"e.g. {2 * block}")
     return problems
 
 

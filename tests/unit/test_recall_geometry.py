@@ -8,6 +8,7 @@ on one H100 (benchmarks/results/gpu-h100/session28)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -92,9 +93,11 @@ def test_unset_the_mamba_block_follows_the_attention_block_as_the_running_engine
     assert geometry_problems(trigger("recall_cold_race_b128"), effective,
                              requested("cpu_hybrid_prefix_budget320")) == []
     # the H200 study's defaults (vLLM 0.26): 48-token blocks, a task sized for 128
-    problem, budget = geometry_problems(trigger("recall_cold_race_b128"),
-                                        h200("prefix_caching=on+decoding=mtp"), {})
+    problem, budget, chunk = geometry_problems(trigger("recall_cold_race_b128"),
+                                               h200("prefix_caching=on+decoding=mtp"), {})
     assert budget.startswith("max_num_batched_tokens 16384 fits all 16 cold prompts")
+    assert chunk.startswith("max_num_batched_tokens 16384 does not end the second cold "
+                            "prompt's first chunk inside the first block")
     assert problem.startswith("the task's prompts are sized for 128-token Mamba blocks, vLLM "
                               "resolved 48: set engine `block_size` and `mamba_block_size` to "
                               "128")
@@ -114,8 +117,8 @@ def test_a_budget_that_fits_every_cold_prompt_in_one_step_is_refused():
                  "scheduler.max_num_batched_tokens": 8192}
     (problem,) = geometry_problems(trigger("recall_cold_race_b256"), effective)
     assert problem.startswith("max_num_batched_tokens 8192 fits all 8 cold prompts in flight "
-                              "(4744 tokens) in one step")
-    assert "set engine `max_num_batched_tokens` below 4744 (and at least 256), e.g. 640" \
+                              "(2600 tokens) in one step")
+    assert "set engine `max_num_batched_tokens` below 2600 (and at least 256), e.g. 512" \
         in problem
 
 
@@ -123,14 +126,19 @@ def test_the_cold_race_session_28_ran_is_refused_under_mtp():
     # vLLM 0.26.0 on one H100, MTP 2 tokens: 0 hits in both waves (counters.md)
     candidate = h100("gpu-recall-b128-18220692")
     assert candidate["speculative.method"] == "mtp"
-    (problem,) = geometry_problems(SESSION28_COLD_RACE, candidate,
-                                   {"mamba_block_size": 128})
-    assert problem == (
-        "the cold prompts (159-164 tokens) are at most two 128-token blocks long, and with "
+    too_short, budget = geometry_problems(SESSION28_COLD_RACE, candidate,
+                                          {"mamba_block_size": 128})
+    assert too_short == (
+        "wave 2's prompts (159-164 tokens) are at most two 128-token blocks long, and with "
         "speculative method `mtp` vLLM 0.26 hits none of them: the lookup drops the last "
         "matched attention block and the scheduler stops chunks one block before the "
         "prompt's last boundary, so a hit needs 257 tokens or more: rebuild the task "
         "(scripts/build_recall_tasks.py --blocks 128) or drop `speculative_config`")
+    assert budget == (
+        "max_num_batched_tokens 320 does not end the second cold prompt's first chunk "
+        "inside the first block (with speculative method `mtp` vLLM 0.26 stops no wave-1 "
+        "chunk on a block boundary, so only the budget puts a chunk end there): set engine "
+        "`max_num_batched_tokens` between 165 and 286, e.g. 256")
     # the same prompts can hit without an EAGLE-style drafter (prefix caching alone)
     alone = {**candidate, "speculative.method": None}
     assert geometry_problems(SESSION28_COLD_RACE, alone, {"mamba_block_size": 128}) == []
@@ -150,41 +158,48 @@ def test_the_stop_names_the_prompt_length_to_change_in_one_line(monkeypatch):
     message = str(raised.value)
     assert "\n" not in message
     assert message.startswith("configs/gpu/recall_b128.yaml: arm `candidate` cannot trigger "
-                              "the cold_race mechanism of task `recall_cold_race_b128`: the "
-                              "cold prompts (159-164 tokens) are at most two")
+                              "the cold_race mechanism of task `recall_cold_race_b128`: wave "
+                              "2's prompts (159-164 tokens) are at most two")
     assert "a hit needs 257 tokens or more" in message
 
 
 @pytest.mark.parametrize("run", ["gpu-recall-b128-18220692", "gpu-recall-b128-sync-2f2d9d06"])
-def test_the_rebuilt_tasks_hold_on_the_engines_session_28_resolved(run):
-    # cold prompts past two blocks; the multi-turn wave 2 (315 tokens) hit 3,584 tokens there
+def test_the_rebuilt_tasks_need_the_budget_of_the_rebuilt_configs(run):
+    # session 28's engines with their 320-token budget: the second cold prompt's first
+    # chunk (320 - 161 = 159 tokens) passes the first block
     tasks = ["recall_cold_race_b128", "recall_multiturn_b128"]
-    lines = check_trigger_geometry("c.yaml", tasks, [TASKS],
-                                   {"baseline": h100(run, "baseline"), "candidate": h100(run)},
-                                   {"candidate": {"mamba_block_size": 128}})
-    assert lines == [f"candidate: {task} geometry holds (block 128, budget 320)"
+    arms = {"baseline": h100(run, "baseline"), "candidate": h100(run)}
+    requested_args = {"candidate": {"mamba_block_size": 128}}
+    with pytest.raises(UserError, match="set engine `max_num_batched_tokens` between 162 and "
+                                        "288, e.g. 256"):
+        check_trigger_geometry("c.yaml", tasks, [TASKS], arms, requested_args)
+    # configs/gpu/recall_b128.yaml's budget now: 256
+    arms["candidate"] = {**arms["candidate"], "scheduler.max_num_batched_tokens": 256}
+    lines = check_trigger_geometry("c.yaml", tasks, [TASKS], arms, requested_args)
+    assert lines == [f"candidate: {task} geometry holds (block 128, budget 256)"
                      for task in tasks]
 
 
 def test_a_multi_turn_wave_two_too_short_for_a_hit_under_mtp_is_refused():
     shipped = trigger("recall_multiturn_b128")
     assert shipped.wave2_prompt_tokens == (315, 315)
-    short = Trigger(**{**{f: getattr(shipped, f) for f in shipped.__dataclass_fields__},
-                       "wave2_prompt_tokens": (250, 256)})
-    (problem,) = geometry_problems(short, h100("gpu-recall-b128-18220692"),
+    short = replace(shipped, wave2_prompt_tokens=(250, 256))
+    (problem,) = geometry_problems(short, {**h100("gpu-recall-b128-18220692"),
+                                           "scheduler.max_num_batched_tokens": 256},
                                    {"mamba_block_size": 128})
     assert problem.startswith("wave 2's prompts (250-256 tokens) are at most two 128-token "
                               "blocks long, and with speculative method `mtp`")
 
 
-def test_cold_prompts_ending_on_a_block_boundary_are_refused():
-    on_edge = Trigger(task="t", mechanism="cold_race", block_tokens=128,
-                      prompt_tokens=(380, 384), wave1_prompts=16)
-    (problem,) = geometry_problems(on_edge, h100("gpu-recall-b128-18220692"),
+def test_a_cold_wave_two_sharing_too_little_for_a_hit_is_refused():
+    shipped = trigger("recall_cold_race_b128")
+    assert shipped.wave2_shared_tokens >= 256
+    effective = {**h100("gpu-recall-b128-18220692"), "scheduler.max_num_batched_tokens": 256}
+    assert geometry_problems(shipped, effective, {"mamba_block_size": 128}) == []
+    (problem,) = geometry_problems(replace(shipped, wave2_shared_tokens=200), effective,
                                    {"mamba_block_size": 128})
-    assert problem == ("the cold prompts (380-384 tokens) do not all end inside one "
-                       "128-token block, away from its boundaries, so their prefills are "
-                       "not split mid-block: rebuild the task (--blocks 128)")
+    assert problem == ("wave 2's prompts share 200 tokens, fewer than the 256 whose blocks a "
+                       "hit needs cached: rebuild the task (--blocks 128)")
 
 
 def test_no_chunked_prefill_and_no_concurrency_are_refused():

@@ -56,14 +56,17 @@ def test_another_seed_writes_other_codes(tmp_path):
 
 
 @pytest.mark.parametrize("block", [128, 192, 256])
-def test_cold_race_prompts_end_inside_the_third_block(block):
-    # past two blocks: under MTP vLLM 0.26 hits no prompt of at most 2 B tokens
-    # (docs/recall.md, "Why the cold race found no cache hit")
+def test_cold_race_wave_one_lies_between_one_and_two_blocks_and_wave_two_past_two(block):
+    # wave 2 past two blocks, sharing two: under MTP vLLM 0.26 hits no prompt of at most
+    # 2 B tokens (docs/recall.md, "Why the cold race found no cache hit")
     meta = _metadata(SHIPPED / f"recall_cold_race_b{block}.yaml")
     trigger = meta["trigger"]
     assert trigger["block_tokens"] == block and meta["waves"] == "wave"
     low, high = trigger["prompt_tokens"]
-    assert 2.05 * block < low <= high < 2.95 * block
+    assert 1.05 * block < low <= high < 1.95 * block
+    low2, high2 = trigger["wave2_prompt_tokens"]
+    assert 2.05 * block < low2 <= high2 < 2.95 * block
+    assert 2 * block <= trigger["wave2_shared_tokens"] < low2
     rows = _rows(meta["data"])
     wave1 = [r["prompt"] for r in rows if r["wave"] == 1]
     assert len(wave1) == trigger["wave1_prompts"] == 16 and len(set(wave1)) == 1
@@ -71,6 +74,8 @@ def test_cold_race_prompts_end_inside_the_third_block(block):
     # wave 2 resumes from the manual wave 1 cached, every vault asked
     manual = wave1[0][:wave1[0].rindex("Q:")]
     assert all(r["prompt"].startswith(manual) for r in wave2)
+    shared = wave2[0]["prompt"][:wave2[0]["prompt"].rindex("Q:")]
+    assert all(r["prompt"].startswith(shared) for r in wave2) and len(shared) > len(manual)
     assert {r["vault"] for r in wave2} == set(range(trigger["needles"]))
     assert all(f"code is {r['code']}." in manual for r in wave2)
 
