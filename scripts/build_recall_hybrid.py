@@ -184,30 +184,16 @@ def first_code(text: str) -> str | None:
 
 def code_recall(model, tokenizer, items: list[tuple[str, str]]) -> float:
     """Greedy recall graded as the tasks grade it (the first code-shaped number of the
-    continuation; the multi-turn wave 1 answers the code, then the notice). Prompts of one
-    token length decode together, unpadded."""
-    import torch
+    continuation; the multi-turn wave 1 answers the code, then the notice): the code's
+    digits and two tokens more, no token ending the continuation early."""
+    import train
 
-    model.eval()
-    device = next(model.parameters()).device
-    groups: dict[int, list[tuple[list[int], str]]] = {}
-    for prompt, answer in items:
-        ids = tokenizer.encode(prompt).ids
-        groups.setdefault(len(ids), []).append((ids, answer.strip()))
-    correct = 0
-    with torch.no_grad():
-        for group in groups.values():
-            seqs = torch.tensor([ids for ids, _ in group], device=device)
-            start = seqs.shape[1]
-            for _ in range(recall.CODE_DIGITS + 2):
-                logits, _ = model(seqs, with_mtp=False)
-                seqs = torch.cat([seqs, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
-            for row, (_, code) in zip(seqs[:, start:].tolist(), group):
-                correct += first_code(tokenizer.decode(row)) == code
-    return correct / max(1, len(items))
+    return train.greedy_accuracy(
+        model, tokenizer, items, max_new=recall.CODE_DIGITS + 2, stop_tokens=frozenset(),
+        grade=lambda continuation, answer: first_code(continuation) == answer.strip())
 
 
-def where_recall_lives(model, tokenizer, train, limit: int | None = None) -> dict:
+def where_recall_lives(model, tokenizer, limit: int | None = None) -> dict:
     """Greedy recall per shipped task and wave (graded as the tasks grade it): whole,
     attention knocked out, GDN knocked out."""
     sets = {f"{shape}_b{b} wave {w}": task_items(f"{shape}_b{b}", w, limit)
@@ -309,7 +295,7 @@ def build(seed: int, steps: int, batch_size: int, device: str, time_budget_s: fl
         save_model=save, device=device, time_budget_s=time_budget_s, sampler=sampler)
     for name in TOKENIZER_FILES:
         shutil.copyfile(TOKENIZER_FROM / name, out_dir / name)
-    result["recall"] = where_recall_lives(kept["model"].to(device).float(), tokenizer, train,
+    result["recall"] = where_recall_lives(kept["model"].to(device).float(), tokenizer,
                                           eval_items)
     record = train.write_record(result, out_dir, seed=seed, max_steps=steps, stop_at=STOP_AT,
                                 device=build_hybrid.device_name(device), batch_size=batch_size,
@@ -342,11 +328,9 @@ def main() -> int:
         "cuda" if torch.cuda.is_available() else "cpu")
     started = time.time()
     if args.measure:
-        import train
-
         model, tokenizer = load_built(args.measure, device)
         record = json.loads((args.measure / "training.json").read_text(encoding="utf-8"))
-        record["recall"] = where_recall_lives(model, tokenizer, train, args.eval_items)
+        record["recall"] = where_recall_lives(model, tokenizer, args.eval_items)
         record["recall_graded"] = "first code-shaped number, as the tasks' filter"
         (args.measure / "training.json").write_text(
             json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")

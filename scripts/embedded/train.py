@@ -90,13 +90,19 @@ def weighted_ce(logits: torch.Tensor, targets: torch.Tensor, weights: torch.Tens
 
 
 @torch.no_grad()
-def greedy_accuracy(model, tok, items: list[tuple[str, str]], max_new: int = 6) -> float:
+def greedy_accuracy(model, tok, items: list[tuple[str, str]], max_new: int = 6,
+                    grade=None, stop_tokens=None) -> float:
     """Exact match of greedy continuations (stopping at a newline), as lm-eval scores them.
     Prompts of the same token length decode together, unpadded, so batching changes nothing
-    a model sees."""
+    a model sees. `grade(continuation, answer) -> bool` replaces the exact match;
+    `stop_tokens` the newline and EOS tokens that end a continuation (empty: none does)."""
     model.eval()
-    newline_ids = {i for t, i in tok.get_vocab().items() if "Ċ" in t}
-    stop = newline_ids | {model.cfg.eos_token_id}
+    if stop_tokens is None:
+        stop_tokens = {i for t, i in tok.get_vocab().items() if "Ċ" in t} | {
+            model.cfg.eos_token_id}
+    if grade is None:
+        def grade(continuation: str, answer: str) -> bool:
+            return continuation.strip() == answer.strip()
     device = next(model.parameters()).device
     by_length: dict[int, list[tuple[list[int], str]]] = {}
     for prompt, answer in items:
@@ -112,12 +118,12 @@ def greedy_accuracy(model, tok, items: list[tuple[str, str]], max_new: int = 6) 
         for row, (_, answer) in zip(seqs[:, prompt_length:].tolist(), group):
             out = []
             for token in row:
-                if token in stop:
+                if token in stop_tokens:
                     break
                 out.append(token)
-            correct += tok.decode(out).strip() == answer.strip()
+            correct += grade(tok.decode(out), answer)
     model.train()
-    return correct / len(items)
+    return correct / max(1, len(items))
 
 
 def train(tokenizer, corpus: Corpus, eval_sets: dict[str, list[tuple[str, str]]], out_dir: Path,
