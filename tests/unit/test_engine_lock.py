@@ -18,8 +18,9 @@ REPO = Path(__file__).resolve().parents[2]
 TAKER = """
 import sys, time
 from evals.runner.engine_lock import EngineLock
+print("ready", flush=True)
 with EngineLock() as lock:
-    print(f"got it after {lock.waited_seconds:.2f} s", flush=True)
+    print(f"got it after {lock.waited_seconds:.6f} s at {time.time():.6f}", flush=True)
     time.sleep(float(sys.argv[1]))
 """
 
@@ -32,36 +33,58 @@ def _take(lock_path: str | None, hold: float = 0.0) -> subprocess.Popen:
                             stdout=subprocess.PIPE, text=True)
 
 
-def _waited(proc: subprocess.Popen) -> float:
+def _ready(proc: subprocess.Popen) -> subprocess.Popen:
+    """Wait until the taker is about to ask for the lock, then give it time to ask."""
+    assert proc.stdout.readline() == "ready\n"
+    time.sleep(0.5)
+    return proc
+
+
+def _got(proc: subprocess.Popen) -> tuple[float, float]:
+    """(seconds the taker waited for the lock, the clock time it got it)."""
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0
-    return float(out.split()[3])
+    words = out.split()
+    return float(words[-4]), float(words[-1])
+
+
+def _waited(proc: subprocess.Popen) -> float:
+    return _got(proc)[0]
+
+
+# A loaded machine may take longer to start a taker than a fixed sleep, so the tests wait
+# for the taker to say it is about to ask, and compare clock times - the taker got the
+# lock only after the holder let go - rather than how long it waited.
 
 
 def test_a_second_engine_waits_for_the_first(tmp_path):
     path = str(tmp_path / "engine.lock")
     with EngineLock(path):
-        second = _take(path)
-        time.sleep(1.5)
+        second = _ready(_take(path))
         assert second.poll() is None  # still waiting
-    assert _waited(second) >= 1.0
+        released_at = time.time()
+    waited, got_at = _got(second)
+    assert got_at >= released_at
+    assert waited > 0
 
 
 def test_a_killed_holder_lets_go(tmp_path):
     path = str(tmp_path / "engine.lock")
-    first = _take(path, hold=60)
+    first = _ready(_take(path, hold=60))
     assert first.stdout.readline().startswith("got it")
-    second = _take(path)
-    time.sleep(1.0)
+    second = _ready(_take(path))
     assert second.poll() is None
+    killed_at = time.time()
     first.kill()
     first.wait()
-    assert _waited(second) >= 0.5
+    waited, got_at = _got(second)
+    assert got_at >= killed_at
+    assert waited > 0
 
 
 def test_without_the_variable_nothing_waits(tmp_path):
     with EngineLock(str(tmp_path / "engine.lock")):
-        assert _waited(_take(None)) < 0.5
+        assert _waited(_take(None)) == 0.0
 
 
 def test_a_lock_file_that_cannot_be_opened_raises_unless_optional(tmp_path):
