@@ -78,12 +78,17 @@ def fork_servers(tmp_path_factory):
 def _import_set_env() -> dict[str, str]:
     """What importing a Transformers model or torch's inductor in a test's own process (the
     LoRA adapter, the degraded model) adds to its environment: scikit-learn's OpenMP
-    settings (set with setdefault when it is imported) and torch's inductor cache folder.
+    settings (set with setdefault when it is imported) and torch's inductor cache folder;
+    and what importing lm-eval adds (HF_XET_HIGH_PERFORMANCE, with setdefault), which an
+    `ab` whose parent imported lm-eval before its arms started passed on to them and one
+    that had not did not: the forked model-class probe and the config audit's runs each
+    started a fork server of their own for it.
     Set from the session's start, the `ab` commands the tests start inherit one environment
     all session and fork their workers from one server: a variable added halfway would
     start another server (about 12 CPU-seconds of imports) and could put one A/B's two
     arms on two servers."""
-    env = {"KMP_DUPLICATE_LIB_OK": "True", "KMP_INIT_AT_FORK": "FALSE"}
+    env = {"KMP_DUPLICATE_LIB_OK": "True", "KMP_INIT_AT_FORK": "FALSE",
+           "HF_XET_HIGH_PERFORMANCE": "1"}
     try:  # torch's own default, as its inductor sets it
         from torch._inductor.runtime.cache_dir_utils import default_cache_dir
     except ImportError:  # another torch: a second server at worst
