@@ -21,8 +21,13 @@ A forked child may ask its own server for a sibling with its environment as it i
 The request's connection is the child's lifetime: if the launcher goes away, the server
 stops the child; when the child ends, the server sends its exit code. A server ends after
 IDLE_SECONDS with neither a child nor a request, on SIGTERM (`stop_servers`), or when DIR
-is removed. Children are forked from a single-threaded Python process after `gc.freeze()`;
-vLLM itself forks its workers from the same imported state.
+is removed. Children are forked after `gc.freeze()`, by the server's only Python thread;
+vLLM itself forks its workers from the same imported state. The imports leave native threads
+beside it (on a 2-core AMD EPYC, vLLM's and lm-eval's imports leave 5 OS threads: numpy's
+OpenBLAS and torch's OpenMP pool workers, a jemalloc background thread), which a forked
+child does not have; the log's first line counts them, for a CPU kind where a forked child
+fails (issue 49: one preloaded vLLM's engine start and died at its first forward pass on an
+Intel Xeon with AMX).
 
 The socket is in Linux's abstract namespace (no path length limit, nothing left behind),
 named after DIR and the key; the server serves only processes of its own user (checked
@@ -337,7 +342,9 @@ def serve(folder: Path, key: str, modules: list[str]) -> int:
                 getattr(imported, function)()
         gc.collect()
         gc.freeze()  # the children's copy-on-write pages stay shared
-        print(f"imported {len(modules)} modules in {time.time() - started:.1f} s", flush=True)
+        threads = len(os.listdir("/proc/self/task"))  # the children are forked beside them
+        print(f"imported {len(modules)} modules in {time.time() - started:.1f} s; {threads} "
+              f"OS threads", flush=True)
         idle_since = time.time()
         while folder.is_dir():
             if _retiring and listener is not None:  # no new requests; end with the children

@@ -131,6 +131,21 @@ def test_a_module_function_entry_runs_once_in_the_server_before_its_children(set
     assert json.loads(out.splitlines()[0])["warmed_in"] == []
 
 
+def test_the_log_counts_the_os_threads_the_children_are_forked_beside(setup):
+    """An import that starts a thread: the server's log names the OS threads it has when it
+    forks (the count /proc gives for the server while it waits)."""
+    folder, env, tmp = setup
+    (tmp / "code" / "threaded_mod.py").write_text(
+        "import threading, time\n"
+        "threading.Thread(target=time.sleep, args=(600,), daemon=True).start()\n")
+    proc, code, _ = _run(folder, env, "x", "0", modules=("threaded_mod",))
+    assert code == 0
+    (log,) = folder.glob("*.log")
+    found = re.search(r"imported 1 modules in [\d.]+ s; (\d+) OS threads", log.read_text())
+    assert found, log.read_text()
+    assert int(found.group(1)) == len(os.listdir(f"/proc/{proc.server_pid}/task")) >= 2
+
+
 def test_a_child_whose_launcher_dies_is_stopped(setup):
     """The launcher (here a separate process) is SIGKILLed while its forked child sleeps:
     the server sees the connection close and stops the child."""
