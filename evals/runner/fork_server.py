@@ -23,11 +23,11 @@ stops the child; when the child ends, the server sends its exit code. A server e
 IDLE_SECONDS with neither a child nor a request, on SIGTERM (`stop_servers`), or when DIR
 is removed. Children are forked after `gc.freeze()`, by the server's only Python thread;
 vLLM itself forks its workers from the same imported state. The imports leave native threads
-beside it (on a 2-core AMD EPYC, 5 OS threads in all: numpy's import starts one, lm-eval's
-a jemalloc background thread, vLLM's two more), which a forked
-child does not have; the log's first line counts them, for a CPU kind where a forked child
-fails (issue 49: one preloaded vLLM's engine start and died at its first forward pass on an
-Intel Xeon with AMX).
+beside it (on a 2-core AMD EPYC, 5 OS threads in all: numpy's import starts one, lm-eval's a
+jemalloc background thread, vLLM's two more), which a forked child does not have; the log's
+first line counts them, for a CPU kind where a forked child fails (issue 49: a child of a
+server that had also imported vLLM's engine-start modules died at its first forward pass on
+an Intel Xeon with AMX).
 
 The socket is in Linux's abstract namespace (no path length limit, nothing left behind),
 named after DIR and the key; the server serves only processes of its own user (checked
