@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import shutil
 import sys
 import time
@@ -59,10 +60,8 @@ STOP_AT = {"recall": 0.95, "notice": 0.9}
 
 def _manual_spans(manual: str) -> list[tuple[str, float]]:
     """The manual with its codes at weight 0: random digits nothing can predict."""
-    import re
-
-    return [(piece, 0.0 if re.fullmatch(rf"\d{{{recall.CODE_DIGITS}}}", piece) else 1.0)
-            for piece in re.split(rf"(\d{{{recall.CODE_DIGITS}}})", manual) if piece]
+    return [(piece, 0.0 if re.fullmatch(recall.CODE_PATTERN, piece) else 1.0)
+            for piece in re.split(recall.CODE_PATTERN, manual) if piece]
 
 
 def _manual_tokens(stage: int, rng: random.Random) -> int:
@@ -176,9 +175,7 @@ def knocked_out(model, layer_type: str):
 
 def first_code(text: str) -> str | None:
     """The first code-shaped number of a continuation: what the tasks' `code` filter grades."""
-    import re
-
-    found = re.search(rf"\d{{{recall.CODE_DIGITS}}}", text)
+    found = re.search(recall.CODE_PATTERN, text)
     return found.group(0) if found else None
 
 

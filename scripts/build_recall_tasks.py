@@ -47,6 +47,7 @@ COLD_BLOCKS = 1.35
 COLD_WAVE2_BLOCKS = 2.35
 APPENDIX = "Notes.\n"
 CODE_DIGITS = 4
+CODE_PATTERN = rf"(\d{{{CODE_DIGITS}}})"  # a code: what the tasks' filter grades, the first one
 FILLERS = (
     "Visitors sign the register at the front desk.",
     "Lights in the east wing switch off at ten.",
@@ -190,7 +191,7 @@ def task_yaml(name: str, data: str, trigger: dict, seed: int) -> dict:
         "generation_kwargs": gen,
         # the first code-shaped number in the answer is graded
         "filter_list": [{"name": "code", "filter": [
-            {"function": "regex", "regex_pattern": rf"(\d{{{CODE_DIGITS}}})",
+            {"function": "regex", "regex_pattern": CODE_PATTERN,
              "group_select": 0, "fallback": "[none]"},
             {"function": "take_first"}]}],
         "metric_list": [{"metric": "exact_match", "aggregation": "mean",
