@@ -40,7 +40,8 @@ run_one() {  # CONFIG ASYNC
   log="$STATE/logs/$(basename "${variant%.yaml}").log"
   python -m evals ab "$variant" "${extra[@]}" --reports "$STATE/reports-recall" \
     --store "$STATE/store-recall" > "$log" 2>&1
-  echo "$(basename "$variant"): exit $? ($(grep -m1 '^VERDICT' "$log" || tail -1 "$log"))"
+  local code=$?  # before any expansion below resets $?
+  echo "$(basename "$variant"): exit $code ($(grep -m1 '^VERDICT' "$log" || tail -1 "$log"))"
 }
 
 counters() {
