@@ -14,7 +14,8 @@ other arm's with one piece of text added (vLLM #53919's async-scheduling overrun
 baseline's answer with one more token, at its end or repeated inside it, as the H200 study
 recorded) or a response rewritten otherwise (what a corrupted recurrent state or cache hit
 does, #43559). A run with async scheduling off beside one with it on tells the two
-mechanisms apart.
+mechanisms apart, and the section says which this run is (each arm's async scheduling as
+vLLM resolved it): where both arms had it off, no flip can be the async race.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class OneSidedSection:
     rows: tuple[OneSidedRow, ...]
     margin: int
     aa_run: bool
+    async_note: str  # what the arms' async scheduling says about the flips; "" if unknown
 
 
 def reading(forward: int, reverse: int, aa_flips: int | None) -> tuple[str, str]:
@@ -59,6 +61,25 @@ def reading(forward: int, reverse: int, aa_flips: int | None) -> tuple[str, str]
     if reverse > forward + FLIP_MARGIN:
         return f"one-sided the other way: {reverse - forward} more reverse flips", "better"
     return f"both ways (within {FLIP_MARGIN}), as batch nondeterminism flips", ""
+
+
+ASYNC_FIELD = "scheduler.async_scheduling"
+
+
+def async_note(summary: RunRecord) -> str:
+    """Which mechanisms the flips can come from, by the baseline's and the candidate's
+    async scheduling as vLLM resolved it; "" when an arm did not record it."""
+    arms = [summary.arms.get(role) for role in ("baseline", "candidate")]
+    values = [(a.effective_engine_config or {}).get(ASYNC_FIELD) if a else None for a in arms]
+    if not all(isinstance(v, bool) for v in values):
+        return ""
+    if not any(values):
+        return ("Async scheduling was off in both arms (as vLLM resolved them): no flip here "
+                "is the async-scheduling race (vLLM #53919).")
+    where = "both arms" if all(values) else ("the baseline" if values[0] else "the candidate")
+    return (f"Async scheduling was on in {where}: the async-scheduling race (vLLM #53919) "
+            "can change outputs as well as a cache-hit corruption (#43559); a run with "
+            "async_scheduling: false tells the two apart.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,4 +154,5 @@ def one_sided_section(summary: RunRecord, items: list[PairedItem] | None = None
             changes=changes[t.task].text if t.task in changes else "-"))
     if not rows:
         return None
-    return OneSidedSection(rows=tuple(rows), margin=FLIP_MARGIN, aa_run=aa_run)
+    return OneSidedSection(rows=tuple(rows), margin=FLIP_MARGIN, aa_run=aa_run,
+                           async_note=async_note(summary))

@@ -137,3 +137,64 @@ def test_report_and_summary_show_the_changed_outputs(regression_run):
     assert f"<td>{gsm.changes}</td>" in html and "text added" in html
     markdown = (regression_run / "summary.md").read_text(encoding="utf-8")
     assert f"| not run | {gsm.changes} | one-sided" in markdown
+
+
+SESSION30 = (Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "gpu-h100"
+             / "session30" / "runs")
+ASYNC_ON, ASYNC_OFF = "gpu-recall-b128-fb5d3db0", "gpu-recall-b128-sync-3e1457d4"
+
+
+def _recorded_run(tmp_path: Path, run: str) -> Path:
+    """A recall A/B the H100 recorded (vLLM 0.26.0), its records copied to render again."""
+    out = tmp_path / run
+    out.mkdir()
+    for name in ("summary.json", "paired_items.jsonl"):
+        (out / name).write_bytes((SESSION30 / run / name).read_bytes())
+    return out
+
+
+def _with_async(summary: RunRecord, baseline, candidate) -> RunRecord:
+    arms = dict(summary.arms)
+    for role, value in (("baseline", baseline), ("candidate", candidate)):
+        config = dict(arms[role].effective_engine_config or {})
+        if value is None:
+            config.pop("scheduler.async_scheduling", None)
+        else:
+            config["scheduler.async_scheduling"] = value
+        arms[role] = arms[role].model_copy(update={"effective_engine_config": config})
+    return summary.model_copy(update={"arms": arms})
+
+
+def test_the_async_note_says_which_mechanisms_the_flips_can_come_from():
+    summary = RunRecord.model_validate(read_summary(SESSION30 / ASYNC_OFF))
+    # as the H100 recorded the two runs: off in both arms, then on in both
+    assert one_sided_section(summary).async_note.startswith(
+        "Async scheduling was off in both arms (as vLLM resolved them): no flip here is "
+        "the async-scheduling race")
+    on = RunRecord.model_validate(read_summary(SESSION30 / ASYNC_ON))
+    assert one_sided_section(on).async_note.startswith("Async scheduling was on in both arms")
+    for base, cand, where in ((False, True, "the candidate"), (True, False, "the baseline")):
+        note = one_sided_section(_with_async(summary, base, cand)).async_note
+        assert note.startswith(f"Async scheduling was on in {where}: ")
+        assert "async_scheduling: false tells the two apart" in note
+    # an arm that did not record it (another vLLM, a server arm): no note, not a guess
+    assert one_sided_section(_with_async(summary, False, None)).async_note == ""
+
+
+def test_the_recorded_recall_runs_render_the_one_sided_flips_and_the_async_note(tmp_path):
+    from evals.report import write_reports
+
+    for run, note in ((ASYNC_OFF, "off in both arms"), (ASYNC_ON, "on in both arms")):
+        out = _recorded_run(tmp_path, run)
+        write_reports(out)
+        markdown = (out / "summary.md").read_text(encoding="utf-8")
+        html = (out / "report.html").read_text(encoding="utf-8")
+        assert f"Async scheduling was {note}" in markdown
+        assert f"<strong>Async scheduling was {note}" in html
+    # the cold race: 4 forward flips and none back with async scheduling off, 6 with it on
+    assert ("| recall\\_cold\\_race\\_b128 | 28 | 4 | 0 | 0 | 4: 0 text added, 4 rewritten | "
+            "one-sided: 4 more forward than reverse flips |") in (
+        tmp_path / ASYNC_OFF / "summary.md").read_text(encoding="utf-8")
+    assert ("| recall\\_cold\\_race\\_b128 | 28 | 6 | 0 | 0 | 7: 0 text added, 7 rewritten | "
+            "one-sided: 6 more forward than reverse flips |") in (
+        tmp_path / ASYNC_ON / "summary.md").read_text(encoding="utf-8")
