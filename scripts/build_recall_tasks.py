@@ -17,6 +17,16 @@ tests/v1/e2e/test_hybrid_mamba_prefix_cache_correctness.py):
   during decode, under MTP during speculative decode); wave 2 re-sends each wave-1
   prompt with its reference reply (the code and the notice) and asks another vault.
 
+* the same two shapes over several manuals, for a study whose parts must show
+  non-inferiority (about 90 independent items with no flip for a 3-point margin):
+  `recall_cold_race_many_b<B>` repeats the cold race for COLD_MANUALS manuals,
+  each its own cold wave (listed in `metadata.fresh_waves`: no earlier wave shares its
+  prefix) and then its question wave, so every manual meets the race as the one-manual
+  task's does; `recall_multiturn_many_b<B>` has one conversation per vault of each of
+  MULTI_TURN_MANUALS manuals, so no two wave-1 prompts are the same. Each item's `group`
+  names the items one corrupted state answers together (a manual's identical cold
+  prompts, a vault's phrasings, a conversation), the task's cluster.
+
 Every item has a `wave` field; the task's `metadata.waves` names it, and the runner runs
 wave 1's items as one batch, then wave 2's (evals.runner.waves). Lengths are counted in
 tokens of the bundled tokenizer (models/tiny-reviews, shared by models/tiny-hybrid), and
@@ -24,7 +34,8 @@ the task's `metadata.trigger` records them for the geometry check
 (evals.preflight.recall_geometry). Deterministic: the same seed and block sizes write the
 same files byte for byte.
 
-Usage: python scripts/build_recall_tasks.py [--blocks 128 192 256] [--seed 2026]
+Usage: python scripts/build_recall_tasks.py [--blocks 128 192 256] [--many-blocks 128]
+                                            [--seed 2026]
 """
 
 from __future__ import annotations
@@ -41,6 +52,8 @@ TASK_DIR = ROOT / "tasks" / "recall"
 TOKENIZER = ROOT / "models" / "tiny-reviews" / "tokenizer.json"
 COLD_PROMPTS = 16
 MULTI_TURN_PROMPTS = 32
+# the many-manual tasks (manual 0 is the one-manual task's): 16 manuals each
+COLD_MANUALS, MULTI_TURN_MANUALS = 16, 16
 # cold race: wave 1 ends inside the second block (at most 2 B tokens, so under MTP no wave-1
 # chunk stops on a block boundary); wave 2 inside the third (past 2 B, so it can hit)
 COLD_BLOCKS = 1.35
@@ -137,6 +150,63 @@ def cold_race(count: Counter, block: int, seed: int) -> tuple[list[dict], dict]:
     return rows, trigger
 
 
+def _manual_seed(seed: int, manual: int) -> str:
+    return str(seed) if manual == 0 else f"{seed}-m{manual}"
+
+
+def _spanning(triggers: list[dict]) -> dict:
+    """The mechanism, block and prompt-length ranges that span every manual's trigger."""
+    def span(key: str) -> list[int]:
+        return [min(t[key][0] for t in triggers), max(t[key][1] for t in triggers)]
+
+    return {"mechanism": triggers[0]["mechanism"], "block_tokens": triggers[0]["block_tokens"],
+            "prompt_tokens": span("prompt_tokens"),
+            "wave2_prompt_tokens": span("wave2_prompt_tokens")}
+
+
+def cold_race_many(count: Counter, block: int, seed: int) -> tuple[list[dict], dict]:
+    """The cold race over COLD_MANUALS manuals: manual m's cold wave is wave 2m + 1 and its
+    question wave 2m + 2, so each cold wave starts on an idle engine as the one-manual
+    task's wave 1 does."""
+    rows, triggers = [], []
+    for m in range(COLD_MANUALS):
+        manual_rows, trigger = cold_race(count, block, _manual_seed(seed, m))
+        triggers.append(trigger)
+        for row in manual_rows:
+            group = "cold" if row["wave"] == 1 else f"v{row['vault']:02d}"
+            rows.append({**row, "wave": 2 * m + row["wave"], "manual": m,
+                         "group": f"m{m:02d}-{group}"})
+    trigger = {**_spanning(triggers),
+               "wave2_shared_tokens": min(t["wave2_shared_tokens"] for t in triggers),
+               "wave1_prompts": COLD_PROMPTS, "needles": min(t["needles"] for t in triggers),
+               "manuals": COLD_MANUALS}
+    return rows, trigger
+
+
+def multi_turn_many(count: Counter, block: int, seed: int) -> tuple[list[dict], dict]:
+    """The multi-turn shape over MULTI_TURN_MANUALS manuals, one conversation per vault of
+    each (the one-manual task's first conversations): no two wave-1 prompts are the same."""
+    rows, triggers = [], []
+    for m in range(MULTI_TURN_MANUALS):
+        manual_rows, trigger = multi_turn(count, block, _manual_seed(seed, m))
+        triggers.append(trigger)
+        needles = trigger["needles"]
+        first = {r["conversation_id"]: r for r in manual_rows if r["wave"] == 1}
+        for row in manual_rows:
+            if int(row["conversation_id"][1:]) >= needles:
+                continue  # conversation i asks vault i % needles: the rest repeat
+            conversation = f"m{m:02d}-{row['conversation_id']}"
+            rows.append({**row, "manual": m, "conversation_id": conversation,
+                         "group": conversation})
+        assert len(first) >= needles
+    trigger = {**_spanning(triggers),
+               "min_tokens": max(t["min_tokens"] for t in triggers),
+               "wave1_prompts": sum(1 for r in rows if r["wave"] == 1),
+               "needles": min(t["needles"] for t in triggers),
+               "manuals": MULTI_TURN_MANUALS}
+    return rows, trigger
+
+
 def appendix(count: Counter, manual: str, target: int) -> str:
     """Filler notes after the manual (no code in them), grown one sentence at a time until
     the next one would take manual and notes past `target` tokens."""
@@ -175,7 +245,8 @@ def multi_turn(count: Counter, block: int, seed: int) -> tuple[list[dict], dict]
     return rows, trigger
 
 
-def task_yaml(name: str, data: str, trigger: dict, seed: int) -> dict:
+def task_yaml(name: str, data: str, trigger: dict, seed: int,
+              fresh_waves: list[int] | None = None) -> dict:
     gen = {"until": ["\n\n"], "max_gen_toks": trigger.get("min_tokens", 0) + 12,
            "do_sample": False, "temperature": 0.0}
     if "min_tokens" in trigger:
@@ -197,6 +268,7 @@ def task_yaml(name: str, data: str, trigger: dict, seed: int) -> dict:
         "metric_list": [{"metric": "exact_match", "aggregation": "mean",
                          "higher_is_better": True}],
         "metadata": {"version": 1.0, "data": data, "seed": seed, "waves": "wave",
+                     **({"fresh_waves": fresh_waves} if fresh_waves else {}),
                      "trigger": trigger},
     }
 
@@ -220,26 +292,31 @@ def recall(data: str, **_metadata) -> datasets.DatasetDict:
 
 
 def write(blocks: list[int], seed: int, task_dir: Path = TASK_DIR, *,
-          echo=print) -> list[Path]:
+          many_blocks: list[int] = (128,), echo=print) -> list[Path]:
     count = Counter(TOKENIZER)
     (task_dir / "data").mkdir(parents=True, exist_ok=True)
     (task_dir / "data_loader.py").write_text(LOADER, encoding="utf-8")
     written = []
-    for block in blocks:
-        for shape, build in (("cold_race", cold_race), ("multiturn", multi_turn)):
-            rows, trigger = build(count, block, seed)
-            data = f"{shape}_b{block}"
-            (task_dir / "data" / f"{data}.jsonl").write_text(
-                "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows), encoding="utf-8")
-            name = f"recall_{data}"
-            text = yaml.safe_dump(task_yaml(name, data, trigger, seed), sort_keys=False,
-                                  allow_unicode=True)
-            # lm-eval's constructor tag, which safe_dump would quote as a plain string
-            text = text.replace("'!function data_loader.recall'", "!function data_loader.recall")
-            path = task_dir / f"{name}.yaml"
-            path.write_text(text, encoding="utf-8")
-            written.append(path)
-            echo(f"{name}: {len(rows)} items, {json.dumps(trigger)}")
+    shapes = [(block, shape, build) for block in blocks for shape, build in
+              (("cold_race", cold_race), ("multiturn", multi_turn))]
+    shapes += [(block, shape, build) for block in many_blocks for shape, build in
+               (("cold_race_many", cold_race_many), ("multiturn_many", multi_turn_many))]
+    for block, shape, build in shapes:
+        rows, trigger = build(count, block, seed)
+        fresh = sorted({r["wave"] for r in rows if r["wave"] % 2 == 1} - {1}) \
+            if shape == "cold_race_many" else None
+        data = f"{shape}_b{block}"
+        (task_dir / "data" / f"{data}.jsonl").write_text(
+            "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows), encoding="utf-8")
+        name = f"recall_{data}"
+        text = yaml.safe_dump(task_yaml(name, data, trigger, seed, fresh),
+                              sort_keys=False, allow_unicode=True)
+        # lm-eval's constructor tag, which safe_dump would quote as a plain string
+        text = text.replace("'!function data_loader.recall'", "!function data_loader.recall")
+        path = task_dir / f"{name}.yaml"
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+        echo(f"{name}: {len(rows)} items, {json.dumps(trigger)}")
     return written
 
 
@@ -248,8 +325,10 @@ def main() -> None:
     parser.add_argument("--blocks", type=int, nargs="+", default=[128, 192, 256],
                         help="Mamba block sizes in tokens, one task pair each")
     parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument("--many-blocks", type=int, nargs="*", default=[128],
+                        help="block sizes that also get the many-manual task pair")
     args = parser.parse_args()
-    write(args.blocks, args.seed)
+    write(args.blocks, args.seed, many_blocks=args.many_blocks)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,9 @@
 #   bash benchmarks/gpu_h200/recall.sh [BLOCK ...]      # default: 128 192 256
 #   bash benchmarks/gpu_h200/recall.sh run CONFIG true|false   # one config, async on or off
 #   bash benchmarks/gpu_h200/recall.sh counters                 # the counters table only
+#   bash benchmarks/gpu_h200/recall.sh run configs/gpu/study_recall_many_b128.yaml true
+#     (the 2x2 on the many-manual tasks: about 800 s on a fresh H100, so two device calls;
+#     the second resumes the finished arms)
 # (one run at a time fits the device's 600-second calls; the state carries over)
 # Results under $STATE (default /tmp/recall-state): reports-recall/, logs/, counters.md;
 # copy them to benchmarks/results/<session>/ with the versions the runs recorded.

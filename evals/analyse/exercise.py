@@ -133,10 +133,13 @@ def assess(declared: tuple[str, ...], manifests: dict[str, dict],
 
 def unresumed_waves(records: dict[str, dict], gated: dict[str, bool]) -> list[str]:
     """A task run in waves (evals.runner.waves) whose later wave got no prefix-cache hits
-    never resumed from what the earlier wave cached: the workload's point was missed."""
+    never resumed from what the earlier wave cached: the workload's point was missed. A
+    wave the task marks fresh (`metadata.fresh_waves`: a new cold start) is not expected to."""
     out = []
     for task, record in records.items():
         for wave in (record.get("waves") or [])[1:]:
+            if wave.get("fresh"):
+                continue
             hits = (wave.get("exercise") or {}).get("vllm:prefix_cache_hits")
             if hits == 0 and gated.get(task, True):
                 out.append(f"task {task}: wave {wave['wave']} got no prefix-cache hits on the "

@@ -190,28 +190,47 @@ def _mde(n: int, discordance: float, alpha: float, margin: float) -> tuple[float
 
 def _clustered(paired: PairedTask, base: dict, clusters, alpha: float,
                margin: float) -> TaskAnalysis:
-    """A 0/1 task with clustered items: cluster-robust t-tests, interval and MDE."""
+    """A 0/1 task with clustered items: the cluster-robust t-tests and the exact tests of an
+    unclustered task, each reporting the more conservative of the two.
+
+    Clustering can only lose information relative to independent items, so a clustered
+    task is never more certain than the same items unclustered. The cluster-robust test
+    guards against flips that come in clusters; the exact McNemar test and Tango's score
+    test guard against few flips, where the cluster-robust standard error is degenerate (0
+    when no item changed: a zero-width interval) or unreliable (anti-conservative with one
+    or two flips). The larger of two valid p-values is a valid, conservative p-value, and
+    the hull of two intervals covers the difference at least as often as either, so the
+    regression and non-inferiority p-values are the larger of each pair, the interval is
+    the hull of the cluster-robust t interval and Tango's, and the MDE the larger of the
+    two tests' MDEs.
+    """
     counts = stats.flip_counts(paired.baseline, paired.candidate)
     test = stats.clustered_paired_test(paired.candidate - paired.baseline, clusters, margin,
                                        alpha)
-    ci = test.confidence_interval(interval_level(alpha))
-    mde, mde_note = None, None
-    if test.standard_error > 0:
-        mde = float((sps.norm.isf(alpha) + sps.norm.isf(1 - POWER_FOR_MDE))
-                    * test.standard_error)
-    else:
-        mde_note = "no item changed between the arms, so the discordance is 0"
-    name = (f"cluster-robust t-test, one-sided ({test.n_clusters} clusters, design effect "
-            f"{test.design_effect:.2f})")
+    mcnemar = stats.mcnemar_exact_from_counts(counts, alternative="less")
+    tango = stats.tango_noninferiority_from_counts(counts, margin, alpha)
+    level = interval_level(alpha)
+    robust_ci, tango_ci = test.confidence_interval(level), tango.confidence_interval(level)
+    mde, mde_note = _mde(paired.n, float(counts.flip_rate), alpha, margin)
+    if mde is not None and test.standard_error > 0:
+        mde = max(mde, float((sps.norm.isf(alpha) + sps.norm.isf(1 - POWER_FOR_MDE))
+                             * test.standard_error))
+    design = f"{test.n_clusters} clusters, design effect {test.design_effect:.2f}"
     return TaskAnalysis(
-        **base, binary=True, ci_low=ci.low, ci_high=ci.high,
-        ci_method=f"cluster-robust t interval ({interval_level(alpha):.0%}, {test.n_clusters} clusters)",
-        regression_pvalue=test.pvalue_regression, regression_test=name,
-        noninferiority_pvalue=test.pvalue_noninferiority,
-        noninferiority_test=f"cluster-robust t-test at margin {margin:g}",
+        **base, binary=True, ci_low=min(robust_ci.low, tango_ci.low),
+        ci_high=max(robust_ci.high, tango_ci.high),
+        ci_method=(f"hull of the cluster-robust t interval and the Tango score interval "
+                   f"({level:.0%}, {test.n_clusters} clusters)"),
+        regression_pvalue=max(test.pvalue_regression, float(mcnemar.pvalue)),
+        regression_test=(f"cluster-robust t-test and exact McNemar, one-sided, the larger p "
+                         f"({design})"),
+        noninferiority_pvalue=max(test.pvalue_noninferiority, float(tango.pvalue)),
+        noninferiority_test=(f"cluster-robust t-test and Tango score test at margin "
+                             f"{margin:g}, the larger p"),
         correct_to_wrong=counts.correct_to_wrong, wrong_to_correct=counts.wrong_to_correct,
-        flip_rate=float(counts.flip_rate), mde=mde, mde_note=mde_note, degenerate=None,
-        clusters=test.n_clusters, design_effect=test.design_effect)
+        flip_rate=float(counts.flip_rate), mde=mde, mde_note=mde_note,
+        degenerate=mcnemar.degenerate, clusters=test.n_clusters,
+        design_effect=test.design_effect)
 
 
 def analyse_task(paired: PairedTask, *, gated: bool, alpha: float, margin: float, seed: int,
@@ -219,7 +238,8 @@ def analyse_task(paired: PairedTask, *, gated: bool, alpha: float, margin: float
                  sequential: SequentialSummary | None = None,
                  clusters=None) -> TaskAnalysis:
     """`clusters`: one label per item (evals.pair.clusters) for a 0/1 task whose items are
-    grouped; its tests, interval and MDE are then cluster-robust."""
+    grouped; its tests, interval and MDE are then the more conservative of the
+    cluster-robust and the exact ones (`_clustered`)."""
     if sequential is not None and not sequential.stopped_early:
         # the looks spent SEQUENTIAL_SHARE of alpha: the fixed tests, their interval and
         # MDE are at the rest (evals.decide.verdict scales the p-values to compare with alpha)

@@ -5,7 +5,10 @@ runs each wave's items as one lm-eval call (lm-eval's vLLM backend submits them 
 `generate`, so all of a wave's requests are in flight at once), in ascending wave order
 in the same engine, so a later wave finds what the earlier one left in the prefix cache.
 This is how vLLM's #43559 regression test sends its cold race and multi-turn waves
-(tasks/recall, scripts/build_recall_tasks.py).
+(tasks/recall, scripts/build_recall_tasks.py). A later wave is expected to resume from the
+cache (its prefix-cache hits are the evidence) unless `metadata.fresh_waves` lists its value:
+a wave that shares no prefix with an earlier one, such as the next manual's cold start in
+a task that repeats the cold race over several manuals.
 """
 
 from __future__ import annotations
@@ -18,6 +21,12 @@ def wave_field(task_obj) -> str | None:
     metadata = getattr(getattr(task_obj, "config", None), "metadata", None) or {}
     field = metadata.get("waves")
     return str(field) if field else None
+
+
+def fresh_waves(task_obj) -> set:
+    """The wave values a task's `metadata.fresh_waves` lists (no prefix-cache hit expected)."""
+    metadata = getattr(getattr(task_obj, "config", None), "metadata", None) or {}
+    return set(metadata.get("fresh_waves") or ())
 
 
 def indexed_without_waves(manager, task: str) -> bool:
@@ -39,3 +48,8 @@ def group_waves(docs: Sequence[dict], field: str, limit: int | None = None,
                              "(its metadata.waves names it)")
         groups.setdefault(doc[field], []).append(index)
     return [groups[value][:limit] if limit else groups[value] for value in sorted(groups)]
+
+
+def wave_values(docs: Sequence[dict], field: str) -> list:
+    """The waves' values in the order group_waves returns their items."""
+    return sorted({doc[field] for doc in docs})

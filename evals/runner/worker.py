@@ -44,7 +44,8 @@ from evals.runner.repeat_scores import (merge_repeat_scores, tasks_with_repeats,
                                          write_repeat_scores)
 from evals.runner.server import ServerFailed
 from evals.runner.task_index import task_manager
-from evals.runner.waves import group_waves, indexed_without_waves, wave_field
+from evals.runner.waves import (fresh_waves, group_waves, indexed_without_waves, wave_field,
+                                wave_values)
 from evals.plan.schedule import chunks, item_order
 
 
@@ -155,8 +156,9 @@ def _run_chunked(spec: ArmSpec, layout: ArmLayout, lm, manager, task: str,
     return record
 
 
-def _waves(manager, task: str, limit: int | None) -> list[list[int]] | None:
-    """The task's item indices per wave (evals.runner.waves), or None for a plain task."""
+def _waves(manager, task: str, limit: int | None) -> list[tuple[list[int], bool]] | None:
+    """The task's item indices per wave and whether the wave starts fresh (no earlier wave
+    shares its prefix: evals.runner.waves), or None for a plain task."""
     from lm_eval.tasks import get_task_dict
 
     if indexed_without_waves(manager, task):
@@ -165,10 +167,13 @@ def _waves(manager, task: str, limit: int | None) -> list[list[int]] | None:
     field = wave_field(task_obj)
     if field is None:
         return None
+    docs = list(task_obj.eval_docs)
     try:
-        return group_waves(list(task_obj.eval_docs), field, limit, task)
+        groups = group_waves(docs, field, limit, task)
     except ValueError as exc:
         raise SystemExit(f"{BAD_INPUT_PREFIX}{exc}") from None
+    fresh = fresh_waves(task_obj)
+    return [(items, value in fresh) for items, value in zip(groups, wave_values(docs, field))]
 
 
 WAVE_REPEATS = "repeats.json"
@@ -176,7 +181,7 @@ WAVE_REPEATS = "repeats.json"
 
 
 def _run_waves(spec: ArmSpec, layout: ArmLayout, backend, manager, task: str,
-               waves: list[list[int]]) -> dict:
+               waves: list[tuple[list[int], bool]]) -> dict:
     """Each wave's items as one lm-eval call, in order, in this engine; every wave runs
     again after an interruption (a later wave must find the earlier one's cache), with
     vLLM's counters per wave (wave 2's prefix-cache hits are the evidence it resumed).
@@ -186,7 +191,7 @@ def _run_waves(spec: ArmSpec, layout: ArmLayout, backend, manager, task: str,
         stale.unlink()
     layout.repeats_file(task).unlink(missing_ok=True)
     exercise, repeat_parts = [], []
-    for k, wave in enumerate(waves):
+    for k, (wave, fresh) in enumerate(waves):
         before = backend.counters()
         chunk_dir = layout.chunk_dir(task, k)
         shutil.rmtree(chunk_dir, ignore_errors=True)  # an interrupted attempt's output
@@ -196,7 +201,8 @@ def _run_waves(spec: ArmSpec, layout: ArmLayout, backend, manager, task: str,
         _keep_logprobs(backend.capture, layout, task, append=k > 0)
         layout.mark_chunk_done(chunk_dir, len(wave))
         exercise.append({"wave": k + 1, "items": len(wave),
-                         "exercise": _counter_delta(before, backend.counters())})
+                         "exercise": _counter_delta(before, backend.counters()),
+                         **({"fresh": True} if fresh else {})})
         say(spec, f"{task}: wave {k + 1} of {len(waves)} ({len(wave)} items) done")
     merge_chunk_samples(layout, task, len(waves))
     if all(part.exists() for part in repeat_parts):  # `repeats: k` on a generation task

@@ -13,7 +13,9 @@ from engine_helpers import ENGINE, read_summary, run_cli, save_artifact, write_c
 
 TASKS = [{"name": "recall_cold_race_b128", "metric": "exact_match"},
          {"name": "recall_multiturn_b128", "metric": "exact_match",
-          "cluster": "conversation_id"}]
+          "cluster": "conversation_id"},
+         {"name": "recall_cold_race_many_b128", "metric": "exact_match", "cluster": "group"}]
+MANUALS = 16  # recall_cold_race_many_b128: a cold wave and a question wave per manual
 PER_WAVE = 4  # `limit` applies per wave: 8 items a task
 
 
@@ -38,8 +40,9 @@ def test_recall_tasks_run_in_waves_and_wave_two_resumes_from_the_cache(recall_ru
     assert done.returncode in (0, 1, 3), done.stdout[-3000:] + done.stderr[-3000:]
     summary = read_summary(reports)
     save_artifact("recall_waves_summary.json", summary)
-    assert {t["task"]: t["n"] for t in summary["tasks"]} == {t["name"]: 2 * PER_WAVE
-                                                             for t in TASKS}
+    assert {t["task"]: t["n"] for t in summary["tasks"]} == {
+        "recall_cold_race_b128": 2 * PER_WAVE, "recall_multiturn_b128": 2 * PER_WAVE,
+        "recall_cold_race_many_b128": 2 * MANUALS * PER_WAVE}
     for task in ("recall_cold_race_b128", "recall_multiturn_b128"):
         # the worker says each wave ended before the next began, in one engine
         first = done.stdout.index(f"candidate: {task}: wave 1 of 2 ({PER_WAVE} items) done")
@@ -56,3 +59,19 @@ def test_recall_tasks_run_in_waves_and_wave_two_resumes_from_the_cache(recall_ru
     # cache on they share the manual's blocks within the wave already
     cold = _waves(reports, "candidate", "recall_cold_race_b128")[0]["exercise"]
     assert cold["vllm:prefix_cache_hits"] > 0
+
+
+def test_the_many_manual_cold_race_starts_each_manual_cold_and_resumes_its_questions(recall_run):
+    done, reports = recall_run
+    waves = _waves(reports, "candidate", "recall_cold_race_many_b128")
+    assert [w["wave"] for w in waves] == list(range(1, 2 * MANUALS + 1))
+    # each manual's cold wave after the first is marked fresh; its question wave resumes
+    # from what that cold wave cached
+    assert [w["wave"] for w in waves if w.get("fresh")] == list(range(3, 2 * MANUALS, 2))
+    for question in waves[1::2]:
+        exercise = question["exercise"]
+        assert exercise["vllm:prefix_cache_hits"] > 0.4 * exercise["vllm:prompt_tokens"], question
+    for wave in _waves(reports, "baseline", "recall_cold_race_many_b128"):
+        assert wave["exercise"].get("vllm:prefix_cache_hits", 0) == 0, wave
+    # no exercise warning names a fresh cold wave
+    assert "got no prefix-cache hits" not in done.stdout + done.stderr

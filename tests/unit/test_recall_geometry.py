@@ -230,3 +230,28 @@ def test_arms_without_a_mamba_cache_are_not_checked():
     assert not applies(h200("baseline"))
     assert check_trigger_geometry("c.yaml", ["recall_cold_race_b128"], [TASKS], {
         "baseline": recorded("cpu_hybrid_prefix_off"), "candidate": None}) == []
+
+
+SESSION31 = (REPO / "benchmarks" / "results" / "gpu-h100" / "session31" / "runs"
+             / "gpu-study-recall-b128-a449b710" / "arms")
+
+
+@pytest.mark.parametrize("arm", ["prefix_caching=on", "prefix_caching=on+decoding=mtp"])
+def test_the_many_manual_tasks_hold_on_the_engines_of_session_31s_study(arm):
+    manifest = json.loads((SESSION31 / arm / "manifest.json").read_text(encoding="utf-8"))
+    effective = manifest["effective_engine_config"]
+    tasks = ["recall_cold_race_many_b128", "recall_multiturn_many_b128"]
+    lines = check_trigger_geometry("c.yaml", tasks, [TASKS], {arm: effective},
+                                   {arm: {"mamba_block_size": 128}})
+    assert lines == [f"{arm}: {task} geometry holds (block 128, budget 256)" for task in tasks]
+    # under session 28's 320-token budget the MTP arm is refused, as for the one-manual task
+    # (the second cold prompt's first chunk would pass the first block); without a drafter
+    # chunks stop on block boundaries and that budget still races
+    wider = {arm: {**effective, "scheduler.max_num_batched_tokens": 320}}
+    if "mtp" in arm:
+        with pytest.raises(UserError, match="recall_cold_race_many_b128.*between 162 and 288"):
+            check_trigger_geometry("c.yaml", tasks[:1], [TASKS], wider,
+                                   {arm: {"mamba_block_size": 128}})
+    else:
+        assert check_trigger_geometry("c.yaml", tasks[:1], [TASKS], wider,
+                                      {arm: {"mamba_block_size": 128}})

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evals.runner.waves import group_waves, indexed_without_waves, wave_field
+from evals.runner.waves import (fresh_waves, group_waves, indexed_without_waves, wave_field,
+                                wave_values)
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "tasks" / "recall"
@@ -46,7 +47,7 @@ def test_rebuild_is_byte_identical_to_the_shipped_files(tmp_path):
     assert rebuilt == shipped
     for path in rebuilt:
         assert (tmp_path / path).read_bytes() == (SHIPPED / path).read_bytes(), path
-    assert len(written) == 6
+    assert len(written) == 8
 
 
 def test_another_seed_writes_other_codes(tmp_path):
@@ -124,3 +125,69 @@ def test_the_wave_field_comes_from_the_task_metadata():
     assert wave_field(Task()) == "wave"
     Config.metadata = {"version": 1.0}
     assert wave_field(Task()) is None
+
+
+def test_the_many_manual_cold_race_repeats_the_one_manual_race_per_manual():
+    meta = _metadata(SHIPPED / "recall_cold_race_many_b128.yaml")
+    one = _metadata(SHIPPED / "recall_cold_race_b128.yaml")["trigger"]
+    trigger = meta["trigger"]
+    manuals = trigger["manuals"]
+    assert manuals == 16 and meta["waves"] == "wave"
+    # every manual meets the race as the one-manual task's does: same lengths and sharing
+    assert {k: trigger[k] for k in one} == one
+    rows = _rows(meta["data"])
+    assert len(rows) == manuals * (16 + 12)
+    # manual m: cold wave 2m + 1 (fresh but the first), question wave 2m + 2
+    assert meta["fresh_waves"] == [2 * m + 1 for m in range(1, manuals)]
+    assert sorted({r["wave"] for r in rows}) == list(range(1, 2 * manuals + 1))
+    manual0 = [{k: r[k] for k in ("wave", "vault", "prompt", "code")} for r in rows
+               if r["manual"] == 0]
+    assert manual0 == _rows("cold_race_b128")  # manual 0 is the one-manual task
+    colds = {}
+    for m in range(manuals):
+        cold = {r["prompt"] for r in rows if r["manual"] == m and r["wave"] == 2 * m + 1}
+        questions = [r for r in rows if r["manual"] == m and r["wave"] == 2 * m + 2]
+        (colds[m],) = cold  # identical prompts
+        manual = colds[m][:colds[m].rindex("Q:")]
+        assert len(questions) == 12 and all(q["prompt"].startswith(manual) for q in questions)
+        assert all(f"code is {q['code']}." in manual for q in questions)
+        # a cluster per manual's cold prompts and per vault's phrasings
+        assert {r["group"] for r in rows if r["manual"] == m} == {
+            f"m{m:02d}-cold", f"m{m:02d}-v00", f"m{m:02d}-v01", f"m{m:02d}-v02"}
+    # other manuals, other codes: no two share their first block's text
+    assert len({c[:200] for c in colds.values()}) == manuals
+
+
+def test_the_many_manual_multi_turn_has_no_two_conversations_alike():
+    meta = _metadata(SHIPPED / "recall_multiturn_many_b128.yaml")
+    one = _metadata(SHIPPED / "recall_multiturn_b128.yaml")["trigger"]
+    trigger = meta["trigger"]
+    for key in ("block_tokens", "prompt_tokens", "wave2_prompt_tokens", "min_tokens"):
+        assert trigger[key] == one[key], key
+    rows = _rows(meta["data"])
+    first = [r for r in rows if r["wave"] == 1]
+    second = [r for r in rows if r["wave"] == 2]
+    assert len(first) == len(second) == trigger["wave1_prompts"] == 16 * 4
+    assert len({r["prompt"] for r in first}) == len(first)
+    assert len({r["prompt"] for r in second}) == len(second)
+    by_id = {r["conversation_id"]: r for r in first}
+    for row in second:
+        head = by_id[row["conversation_id"]]
+        assert row["prompt"].startswith(head["prompt"] + f" {head['code']}. Closing notice:")
+    assert "fresh_waves" not in meta
+
+
+def test_fresh_waves_come_from_the_metadata_in_the_order_of_the_waves():
+    class Config:
+        metadata = {"waves": "wave", "fresh_waves": [3]}
+
+    class Task:
+        config = Config()
+
+    docs = [{"wave": 4}, {"wave": 3}, {"wave": 1}, {"wave": 2}]
+    assert fresh_waves(Task()) == {3}
+    groups = group_waves(docs, "wave")
+    assert [(g, v in fresh_waves(Task())) for g, v in zip(groups, wave_values(docs, "wave"))] \
+        == [([2], False), ([3], False), ([1], True), ([0], False)]
+    Config.metadata = {"waves": "wave"}
+    assert fresh_waves(Task()) == set()
