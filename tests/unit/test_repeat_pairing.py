@@ -112,6 +112,38 @@ def test_the_answer_gate_fails_a_pass_only_when_asked():
     assert apply_answer_gate(unsure, []).verdict is Verdict.INCONCLUSIVE
 
 
+@pytest.mark.parametrize("n, passes", [(40, False), (200, True)])
+def test_no_item_changed_is_no_more_certain_than_as_many_items_with_no_flip(n, passes):
+    # the same samples in both arms: the sign flips alone give p <= 1e-4 and [0, 0]; the
+    # task is bounded as n 0/1 items with no flip are (Tango with no discordant pair:
+    # the interval +-z^2 / (n + z^2), the non-inferiority p Phi(-sqrt(n m / (1 - m))))
+    rng = np.random.default_rng(n)
+    same = {d: ["7" if rng.random() < 0.7 else "1" for _ in range(8)] for d in range(n)}
+    paired = _paired(range(n))
+    reps = pair_repeats(paired, _scores("b", same), _scores("c", same), "run")
+    margin, z = 0.03, 1.6448536269514722
+    a = analyse_repeats(paired, reps, gated=True, alpha=0.05, margin=margin, seed=3,
+                        n_resamples=1000)
+    sign_flips = paired_rate_test(reps.baseline, reps.candidate, margin=margin, alpha=0.05)
+    assert sign_flips.pvalue <= 1e-4 and sign_flips.ci_low == sign_flips.ci_high == 0.0
+    assert (a.ci_low, a.ci_high) == pytest.approx((-z * z / (n + z * z), z * z / (n + z * z)))
+    from scipy.stats import norm
+    assert a.noninferiority_pvalue == pytest.approx(norm.sf((n * margin / (1 - margin)) ** 0.5))
+    assert "no item changed" in a.noninferiority_test
+    verdict = decide([a], alpha=0.05, margin=margin).verdict
+    assert verdict is (Verdict.PASS if passes else Verdict.INCONCLUSIVE)
+
+
+def test_a_changed_item_keeps_the_sign_flip_test_alone():
+    paired, reps = _task(40, 4, 0.8, 0.8, seed=1)
+    a = analyse_repeats(paired, reps, gated=True, alpha=0.05, margin=0.1, seed=3,
+                        n_resamples=1000)
+    alone = paired_rate_test(reps.baseline, reps.candidate, margin=0.1, alpha=0.05,
+                             n_resamples=9999, seed=np.random.default_rng(0))
+    assert a.degenerate is None and "no item changed" not in a.noninferiority_test
+    assert a.noninferiority_pvalue == pytest.approx(alone.pvalue, abs=0.02)
+
+
 def _sample(doc_id: int, filter_name: str, resps: list[str]) -> SampleRecord:
     return SampleRecord(task="t", doc_id=doc_id, filter=filter_name,
                         metrics={"exact_match": 1.0}, doc_hash="d", prompt_hash="p", target="7",
