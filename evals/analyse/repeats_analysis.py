@@ -14,7 +14,7 @@ import numpy as np
 
 from evals import stats
 from evals.analyse.rate_results import AnswerDistribution, RepeatsSummary
-from evals.analyse.task_analysis import TaskAnalysis, task_rng
+from evals.analyse.task_analysis import TaskAnalysis, task_rng, unchanged_items_bound
 from evals.pair.pairing import PairedTask
 from evals.pair.repeats import PairedRepeats
 from evals.stats.answer_distribution import answer_distribution_test
@@ -38,16 +38,6 @@ def _distribution(reps: PairedRepeats, alpha: float, seed: int) -> AnswerDistrib
         statistic=float(result.statistic), pvalue=float(result.pvalue),
         null_mean=float(result.null_mean), n_items=result.n_items, repeats=result.repeats,
         informative_items=result.informative_items, changed=result.changed, top_items=top)
-
-
-def _unchanged_items_bound(n: int, margin: float, alpha: float) -> tuple[float, float, float]:
-    """(non-inferiority p, interval low, high) of n items none of which changed, as n 0/1
-    items with no flip give them (Tango's test and interval with no discordant pair)."""
-    tango = stats.tango_noninferiority_from_counts(
-        stats.FlipCounts(n=n, both_correct=n, both_wrong=0, correct_to_wrong=0,
-                         wrong_to_correct=0), margin, alpha)
-    ci = tango.confidence_interval(interval_level(alpha))
-    return float(tango.pvalue), float(ci.low), float(ci.high)
 
 
 def analyse_repeats(paired: PairedTask, reps: PairedRepeats, *, gated: bool, alpha: float,
@@ -74,7 +64,7 @@ def analyse_repeats(paired: PairedTask, reps: PairedRepeats, *, gated: bool, alp
     p_ni, low, high = float(test.pvalue), float(test.ci_low), float(test.ci_high)
     bounded = ""
     if test.degenerate:  # no item changed
-        p_unchanged, low_unchanged, high_unchanged = _unchanged_items_bound(
+        p_unchanged, low_unchanged, high_unchanged = unchanged_items_bound(
             int(d.size), margin, alpha)
         p_ni, low, high = max(p_ni, p_unchanged), min(low, low_unchanged), \
             max(high, high_unchanged)

@@ -188,6 +188,21 @@ def _mde(n: int, discordance: float, alpha: float, margin: float) -> tuple[float
                   f"detectable with {POWER_FOR_MDE:.0%} power{more}")
 
 
+def unchanged_items_bound(n: int, margin: float, alpha: float) -> tuple[float, float, float]:
+    """(non-inferiority p, interval low, high) of n items none of which changed, as n 0/1
+    items with no flip give them (Tango's test and interval with no discordant pair).
+
+    A test of the differences has no variation to go on when every difference is 0, yet
+    n unchanged items cannot rule out that a few items break outright (with 40 items, a
+    break of 3% of them goes unseen 30% of the time): such a task is no more certain than
+    this, on any metric in accuracy units."""
+    tango = stats.tango_noninferiority_from_counts(
+        stats.FlipCounts(n=n, both_correct=n, both_wrong=0, correct_to_wrong=0,
+                         wrong_to_correct=0), margin, alpha)
+    ci = tango.confidence_interval(interval_level(alpha))
+    return float(tango.pvalue), float(ci.low), float(ci.high)
+
+
 def _clustered(paired: PairedTask, base: dict, clusters, alpha: float,
                margin: float) -> TaskAnalysis:
     """A 0/1 task with clustered items: the cluster-robust t-tests and the exact tests of an
@@ -273,9 +288,14 @@ def analyse_task(paired: PairedTask, *, gated: bool, alpha: float, margin: float
             degenerate=mcnemar.degenerate)
     # continuous metric: paired t-test for the drop, bootstrap bound for non-inferiority
     diff = paired.candidate - paired.baseline
+    ci_low, ci_high, bounded = boot.low, boot.high, ""
     if np.all(diff == 0) or paired.n < 2:
-        p_reg, p_ni, note = 1.0, (0.0 if margin > 0 and paired.n >= 2 else 1.0), \
-            "all paired differences are zero" if paired.n >= 2 else "a single item"
+        p_reg, p_ni, note = 1.0, 1.0, "a single item"
+        if paired.n >= 2:  # no variation: as many 0/1 items with no flip, at best
+            p_ni, low, high = unchanged_items_bound(paired.n, margin, alpha)
+            ci_low, ci_high = min(ci_low, low), max(ci_high, high)
+            note = "all paired differences are zero"
+            bounded = f"; no item changed, so no more certain than {paired.n} items with no flip (Tango)"
     else:
         p_reg = float(sps.ttest_rel(paired.candidate, paired.baseline, alternative="less").pvalue)
         p_ni = float(sps.ttest_1samp(diff, -margin, alternative="greater").pvalue)
@@ -284,10 +304,12 @@ def analyse_task(paired: PairedTask, *, gated: bool, alpha: float, margin: float
     mde = float((sps.norm.isf(alpha) + sps.norm.isf(1 - POWER_FOR_MDE)) * sd / np.sqrt(paired.n)) \
         if sd > 0 else None
     return TaskAnalysis(
-        **base, binary=False, ci_low=boot.low, ci_high=boot.high,
-        ci_method=f"paired percentile bootstrap ({interval_level(alpha):.0%}, {n_resamples} resamples)",
+        **base, binary=False, ci_low=ci_low, ci_high=ci_high,
+        ci_method=(f"paired percentile bootstrap ({interval_level(alpha):.0%}, {n_resamples} "
+                   f"resamples){bounded}"),
         regression_pvalue=p_reg, regression_test="paired t-test, one-sided",
-        noninferiority_pvalue=p_ni, noninferiority_test=f"one-sample t-test against -{margin:g}",
+        noninferiority_pvalue=p_ni,
+        noninferiority_test=f"one-sample t-test against -{margin:g}{bounded}",
         correct_to_wrong=int(np.sum(diff < 0)), wrong_to_correct=int(np.sum(diff > 0)),
         flip_rate=float(np.mean(diff != 0)), mde=mde,
         mde_note=None if mde is not None else "no variation in the paired differences",

@@ -84,6 +84,23 @@ def test_non_binary_metric_uses_paired_t_tests():
     assert decide([analysis], alpha=0.05, margin=0.03).verdict is Verdict.REGRESSION
 
 
+@pytest.mark.parametrize("n, expected", [(2, Verdict.INCONCLUSIVE), (40, Verdict.INCONCLUSIVE),
+                                         (200, Verdict.PASS)])
+def test_a_non_binary_metric_with_no_item_changed_is_bounded_as_items_with_no_flip(n, expected):
+    # every difference 0: the t-test has no variation (it used to pass any n >= 2); the
+    # task is as certain as n 0/1 items with no flip (Tango: +-z^2 / (n + z^2), and the
+    # non-inferiority p Phi(-sqrt(n m / (1 - m))))
+    from scipy.stats import norm
+
+    scores = np.linspace(0.2, 0.9, n)
+    analysis = analyse(paired("f1", scores, scores.copy()))
+    z2 = norm.isf(0.05) ** 2
+    assert (analysis.ci_low, analysis.ci_high) == pytest.approx((-z2 / (n + z2), z2 / (n + z2)))
+    assert analysis.noninferiority_pvalue == pytest.approx(norm.sf((n * 0.03 / 0.97) ** 0.5))
+    assert "no item changed" in analysis.noninferiority_test
+    assert decide([analysis], alpha=0.05, margin=0.03).verdict is expected
+
+
 def test_flips_within_the_aa_noise_floor_are_described_as_such():
     p = planted("a", 1000, 20, 18)
     within = analyse_task(p, gated=True, alpha=0.05, margin=0.03, seed=1, n_resamples=500,
