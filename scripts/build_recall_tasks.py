@@ -191,14 +191,12 @@ def multi_turn_many(count: Counter, block: int, seed: int) -> tuple[list[dict], 
         manual_rows, trigger = multi_turn(count, block, _manual_seed(seed, m))
         triggers.append(trigger)
         needles = trigger["needles"]
-        first = {r["conversation_id"]: r for r in manual_rows if r["wave"] == 1}
         for row in manual_rows:
             if int(row["conversation_id"][1:]) >= needles:
                 continue  # conversation i asks vault i % needles: the rest repeat
             conversation = f"m{m:02d}-{row['conversation_id']}"
             rows.append({**row, "manual": m, "conversation_id": conversation,
                          "group": conversation})
-        assert len(first) >= needles
     trigger = {**_spanning(triggers),
                "min_tokens": max(t["min_tokens"] for t in triggers),
                "wave1_prompts": sum(1 for r in rows if r["wave"] == 1),

@@ -61,14 +61,10 @@ def analyse_repeats(paired: PairedTask, reps: PairedRepeats, *, gated: bool, alp
                                   n_resamples=n_resamples, confidence_level=interval_level(alpha))
     d = rates_c - rates_b
     how = "exact" if test.exact else f"{test.n_resamples} random sign vectors"
-    p_ni, low, high = float(test.pvalue), float(test.ci_low), float(test.ci_high)
-    bounded = ""
+    p_ni, low, high, bounded = float(test.pvalue), float(test.ci_low), float(test.ci_high), ""
     if test.degenerate:  # no item changed
-        p_unchanged, low_unchanged, high_unchanged = unchanged_items_bound(
-            int(d.size), margin, alpha)
-        p_ni, low, high = max(p_ni, p_unchanged), min(low, low_unchanged), \
-            max(high, high_unchanged)
-        bounded = f"; no item changed, so no more certain than {d.size} items with no flip (Tango)"
+        p_ni, low, high, bounded = unchanged_items_bound(int(d.size), margin, alpha, p_ni,
+                                                         low, high)
     return TaskAnalysis(
         task=paired.task, metric=paired.metric, filter=paired.filter, gated=gated,
         n=paired.n, binary=False, baseline_mean=float(rates_b.mean()),

@@ -188,9 +188,11 @@ def _mde(n: int, discordance: float, alpha: float, margin: float) -> tuple[float
                   f"detectable with {POWER_FOR_MDE:.0%} power{more}")
 
 
-def unchanged_items_bound(n: int, margin: float, alpha: float) -> tuple[float, float, float]:
-    """(non-inferiority p, interval low, high) of n items none of which changed, as n 0/1
-    items with no flip give them (Tango's test and interval with no discordant pair).
+def unchanged_items_bound(n: int, margin: float, alpha: float, pvalue: float, low: float,
+                          high: float) -> tuple[float, float, float, str]:
+    """A non-inferiority p-value and interval of n items none of which changed, no more
+    certain than n 0/1 items with no flip (Tango's test and interval with no discordant
+    pair): the larger p, the hull of the intervals, and the words that say so.
 
     A test of the differences has no variation to go on when every difference is 0, yet
     n unchanged items cannot rule out that a few items break outright (with 40 items, a
@@ -200,7 +202,8 @@ def unchanged_items_bound(n: int, margin: float, alpha: float) -> tuple[float, f
         stats.FlipCounts(n=n, both_correct=n, both_wrong=0, correct_to_wrong=0,
                          wrong_to_correct=0), margin, alpha)
     ci = tango.confidence_interval(interval_level(alpha))
-    return float(tango.pvalue), float(ci.low), float(ci.high)
+    return (max(pvalue, float(tango.pvalue)), min(low, float(ci.low)), max(high, float(ci.high)),
+            f"; no item changed, so no more certain than {n} items with no flip (Tango)")
 
 
 def _clustered(paired: PairedTask, base: dict, clusters, alpha: float,
@@ -292,10 +295,9 @@ def analyse_task(paired: PairedTask, *, gated: bool, alpha: float, margin: float
     if np.all(diff == 0) or paired.n < 2:
         p_reg, p_ni, note = 1.0, 1.0, "a single item"
         if paired.n >= 2:  # no variation: as many 0/1 items with no flip, at best
-            p_ni, low, high = unchanged_items_bound(paired.n, margin, alpha)
-            ci_low, ci_high = min(ci_low, low), max(ci_high, high)
+            p_ni, ci_low, ci_high, bounded = unchanged_items_bound(
+                paired.n, margin, alpha, 0.0, ci_low, ci_high)
             note = "all paired differences are zero"
-            bounded = f"; no item changed, so no more certain than {paired.n} items with no flip (Tango)"
     else:
         p_reg = float(sps.ttest_rel(paired.candidate, paired.baseline, alternative="less").pvalue)
         p_ni = float(sps.ttest_1samp(diff, -margin, alternative="greater").pvalue)
