@@ -207,7 +207,7 @@ def _run_waves(spec: ArmSpec, layout: ArmLayout, backend, manager, task: str,
     merge_chunk_samples(layout, task, len(waves))
     if all(part.exists() for part in repeat_parts):  # `repeats: k` on a generation task
         merge_repeat_scores(repeat_parts, layout.repeats_file(task))
-    return {"n_samples": {task: sum(len(w) for w in waves)}, "waves": exercise}
+    return {"n_samples": {task: sum(len(items) for items, _ in waves)}, "waves": exercise}
 
 
 WARM_CHUNK = 64

@@ -27,7 +27,7 @@ def recall_run(tmp_path_factory):
                           {"engine": {**ENGINE, "enable_prefix_caching": True}},
                           tasks=TASKS, limit=PER_WAVE)
     done = run_cli("ab", str(config), "--reports", str(root / "reports"))
-    return done, root / "reports"
+    return done, root / "reports", config
 
 
 def _waves(reports, arm: str, task: str) -> list[dict]:
@@ -36,7 +36,7 @@ def _waves(reports, arm: str, task: str) -> list[dict]:
 
 
 def test_recall_tasks_run_in_waves_and_wave_two_resumes_from_the_cache(recall_run):
-    done, reports = recall_run
+    done, reports, _ = recall_run
     assert done.returncode in (0, 1, 3), done.stdout[-3000:] + done.stderr[-3000:]
     summary = read_summary(reports)
     save_artifact("recall_waves_summary.json", summary)
@@ -62,7 +62,7 @@ def test_recall_tasks_run_in_waves_and_wave_two_resumes_from_the_cache(recall_ru
 
 
 def test_the_many_manual_cold_race_starts_each_manual_cold_and_resumes_its_questions(recall_run):
-    done, reports = recall_run
+    done, reports, _ = recall_run
     waves = _waves(reports, "candidate", "recall_cold_race_many_b128")
     assert [w["wave"] for w in waves] == list(range(1, 2 * MANUALS + 1))
     # each manual's cold wave after the first is marked fresh; its question wave resumes
@@ -75,3 +75,21 @@ def test_the_many_manual_cold_race_starts_each_manual_cold_and_resumes_its_quest
         assert wave["exercise"].get("vllm:prefix_cache_hits", 0) == 0, wave
     # no exercise warning names a fresh cold wave
     assert "got no prefix-cache hits" not in done.stdout + done.stderr
+
+
+def test_a_rerun_reuses_every_finished_waved_task(recall_run):
+    # a waved task's marker vouches for all its items (session 32 on the GPU: it counted the
+    # waves' (items, fresh) pairs instead, so every resume took the finished arms for
+    # damaged and ran them again)
+    done, reports, config = recall_run
+    for arm in ("baseline", "candidate"):
+        for task in TASKS:
+            (record,) = reports.glob(f"*/arms/{arm}/tasks/{task['name']}.json")
+            n_samples = json.loads(record.read_text(encoding="utf-8"))["n_samples"]
+            assert n_samples == {task["name"]: sum(w["items"] for w in _waves(
+                reports, arm, task["name"]))}, (arm, n_samples)
+    again = run_cli("ab", str(config), "--reports", str(reports))
+    assert again.returncode == done.returncode, again.stdout[-3000:] + again.stderr[-3000:]
+    assert "baseline: reusing finished results" in again.stdout, again.stdout[-3000:]
+    assert "candidate: reusing finished results" in again.stdout, again.stdout[-3000:]
+    assert "starting offline model" not in again.stdout
