@@ -54,7 +54,7 @@ class ArmTaskRecord(StoredRecord):
     sequential: dict[str, JsonValue] | None = Field(None, description="The parent's answer "
                                                     "at the last look (decision, items used).")
     waves: list[dict[str, JsonValue]] | None = Field(None, description="A wave task: each "
-                                                     "wave's items and vLLM counters.")
+                                                     "wave's items, their doc ids and vLLM counters.")
 
 
 class ArmRecord(StoredRecord):

@@ -16,6 +16,10 @@ recorded) or a response rewritten otherwise (what a corrupted recurrent state or
 does, #43559). A run with async scheduling off beside one with it on tells the two
 mechanisms apart, and the section says which this run is (each arm's async scheduling as
 vLLM resolved it): where both arms had it off, no flip can be the async race.
+
+A task sent in waves (tasks/recall) tells them apart within one run as well: the
+candidate's record keeps each wave's doc ids and vLLM's prefix-cache hits, and a forward
+flip in a wave that hit no cached token cannot be a cache-hit corruption.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ class OneSidedRow:
     reading: str
     css: str  # worse | better | "" (the verdict colours of the task table)
     changes: str  # the changed outputs by shape, or "-" when no responses were recorded
+    uncached: str  # forward flips in the candidate's waves with no cache hit, "N of M", or "-"
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,11 +141,45 @@ def output_changes(rows: list[PairedItem]) -> dict[str, OutputChanges]:
     return {task: OutputChanges(*tally) for task, tally in counts.items()}
 
 
+HITS = "vllm:prefix_cache_hits"
+
+
+def uncached_doc_ids(waves: list[dict] | None) -> set | None:
+    """The doc ids of the waves in which the arm hit no cached prompt token; None when the
+    task ran in no waves or a wave lacks its doc ids or its hit counter (an older record,
+    a backend without vLLM's counters)."""
+    if not waves:
+        return None
+    uncached = set()
+    for wave in waves:
+        doc_ids, hits = wave.get("doc_ids"), (wave.get("exercise") or {}).get(HITS)
+        if not isinstance(doc_ids, list) or not isinstance(hits, (int, float)):
+            return None
+        if hits == 0:
+            uncached.update(doc_ids)
+    return uncached
+
+
+def uncached_forward(summary: RunRecord, items: list[PairedItem]) -> dict[str, str]:
+    """Per waved task, "N of M": N of its M forward flips fell in a wave in which the
+    candidate hit no cached token (so no cache hit changed them)."""
+    arm = summary.arms.get("candidate")
+    out: dict[str, str] = {}
+    for task, record in ((arm.tasks or {}) if arm else {}).items():
+        uncached = uncached_doc_ids(record.waves)
+        if uncached is None:
+            continue
+        forward = [i for i in items if i.task == task and i.baseline == 1 and i.candidate == 0]
+        out[task] = f"{sum(i.doc_id in uncached for i in forward)} of {len(forward)}"
+    return out
+
+
 def one_sided_section(summary: RunRecord, items: list[PairedItem] | None = None
                       ) -> OneSidedSection | None:
     """The binary tasks' flips, with the shapes of their changed outputs when `items` (the
     run's paired items) are given; None when no task has paired 0/1 flips to show."""
     changes = output_changes(items or [])
+    uncached = uncached_forward(summary, items) if items else {}
     rows, aa_run = [], False
     for t in summary.tasks:
         if not t.binary or t.correct_to_wrong is None or t.wrong_to_correct is None:
@@ -151,7 +190,8 @@ def one_sided_section(summary: RunRecord, items: list[PairedItem] | None = None
             task=t.task, n=t.n, forward=t.correct_to_wrong, reverse=t.wrong_to_correct,
             aa_flips=str(t.noise_flips) if t.noise_flips is not None else "not run",
             reading=text, css=css,
-            changes=changes[t.task].text if t.task in changes else "-"))
+            changes=changes[t.task].text if t.task in changes else "-",
+            uncached=uncached.get(t.task, "-")))
     if not rows:
         return None
     return OneSidedSection(rows=tuple(rows), margin=FLIP_MARGIN, aa_run=aa_run,

@@ -200,7 +200,7 @@ def _run_waves(spec: ArmSpec, layout: ArmLayout, backend, manager, task: str,
                   repeats_file=repeat_parts[-1])
         _keep_logprobs(backend.capture, layout, task, append=k > 0)
         layout.mark_chunk_done(chunk_dir, len(wave))
-        exercise.append({"wave": k + 1, "items": len(wave),
+        exercise.append({"wave": k + 1, "items": len(wave), "doc_ids": list(wave),
                          "exercise": _counter_delta(before, backend.counters()),
                          **({"fresh": True} if fresh else {})})
         say(spec, f"{task}: wave {k + 1} of {len(waves)} ({len(wave)} items) done")

@@ -61,6 +61,32 @@ def test_recall_tasks_run_in_waves_and_wave_two_resumes_from_the_cache(recall_ru
     assert cold["vllm:prefix_cache_hits"] > 0
 
 
+def test_each_wave_records_its_doc_ids_and_the_report_counts_flips_with_no_cache_hit(
+        recall_run):
+    from evals.record.paired_item import read_paired_item_records
+    from evals.record.run_record_model import RunRecord
+    from evals.report._one_sided import one_sided_section
+
+    _, reports, _ = recall_run
+    (run,) = [p.parent for p in reports.glob("*/summary.json")]
+    items = read_paired_item_records(run)
+    for task in TASKS:
+        name = task["name"]
+        paired = sorted(i.doc_id for i in items if i.task == name)
+        for arm in ("baseline", "candidate"):
+            waves = _waves(reports, arm, name)
+            doc_ids = [d for w in waves for d in w["doc_ids"]]
+            assert [len(w["doc_ids"]) for w in waves] == [w["items"] for w in waves]
+            assert sorted(doc_ids) == paired, (arm, name)  # each item in one wave
+    rows = {r.task: r for r in one_sided_section(
+        RunRecord.model_validate(read_summary(reports)), items).rows}
+    assert set(rows) == {t["name"] for t in TASKS}
+    for row in rows.values():
+        # the dense model recalls nothing, so nothing flips forward; the count is there
+        assert row.uncached == f"0 of {row.forward}" == "0 of 0", row
+    assert "| no cache hit |" in (run / "summary.md").read_text(encoding="utf-8")
+
+
 def test_the_many_manual_cold_race_starts_each_manual_cold_and_resumes_its_questions(recall_run):
     done, reports, _ = recall_run
     waves = _waves(reports, "candidate", "recall_cold_race_many_b128")

@@ -18,7 +18,9 @@ from evals.report._one_sided import (
     one_sided_section,
     output_changes,
     reading,
+    uncached_doc_ids,
 )
+from evals.runner.waves import group_waves
 
 
 @pytest.mark.parametrize("forward, reverse, aa, expected", [
@@ -135,8 +137,10 @@ def test_report_and_summary_show_the_changed_outputs(regression_run):
     assert one_sided_section(summary).rows[0].changes == "-"  # no items given
     html = (regression_run / "report.html").read_text(encoding="utf-8")
     assert f"<td>{gsm.changes}</td>" in html and "text added" in html
+    assert "<th>forward flips with no cache hit</th>" in html  # "-": this run had no waves
+    assert f'<td>{gsm.changes}</td><td class="num">-</td>' in html
     markdown = (regression_run / "summary.md").read_text(encoding="utf-8")
-    assert f"| not run | {gsm.changes} | one-sided" in markdown
+    assert f"| not run | {gsm.changes} | - | one-sided" in markdown  # no waves: "-"
 
 
 SESSION30 = (Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "gpu-h100"
@@ -192,9 +196,63 @@ def test_the_recorded_recall_runs_render_the_one_sided_flips_and_the_async_note(
         assert f"Async scheduling was {note}" in markdown
         assert f"<strong>Async scheduling was {note}" in html
     # the cold race: 4 forward flips and none back with async scheduling off, 6 with it on
-    assert ("| recall\\_cold\\_race\\_b128 | 28 | 4 | 0 | 0 | 4: 0 text added, 4 rewritten | "
+    assert ("| recall\\_cold\\_race\\_b128 | 28 | 4 | 0 | 0 | 4: 0 text added, 4 rewritten | - | "
             "one-sided: 4 more forward than reverse flips |") in (
         tmp_path / ASYNC_OFF / "summary.md").read_text(encoding="utf-8")
-    assert ("| recall\\_cold\\_race\\_b128 | 28 | 6 | 0 | 0 | 7: 0 text added, 7 rewritten | "
+    assert ("| recall\\_cold\\_race\\_b128 | 28 | 6 | 0 | 0 | 7: 0 text added, 7 rewritten | - | "
             "one-sided: 6 more forward than reverse flips |") in (
         tmp_path / ASYNC_ON / "summary.md").read_text(encoding="utf-8")
+
+
+def test_uncached_doc_ids_are_the_waves_with_no_cache_hit_or_unknown():
+    def wave(doc_ids, hits):
+        return {"wave": 1, "items": len(doc_ids), "doc_ids": doc_ids,
+                "exercise": {"vllm:prefix_cache_hits": hits}}
+
+    assert uncached_doc_ids([wave([0, 1], 0.0), wave([2, 3], 128.0), wave([4], 0)]) == {0, 1, 4}
+    assert uncached_doc_ids([wave([0], 5.0)]) == set()
+    assert uncached_doc_ids(None) is None and uncached_doc_ids([]) is None
+    # an older record (no doc ids) or no counter: unknown, never "none uncached"
+    assert uncached_doc_ids([wave([0], 0.0), {"wave": 2, "items": 1, "exercise": {
+        "vllm:prefix_cache_hits": 0.0}}]) is None
+    assert uncached_doc_ids([{"wave": 1, "items": 1, "doc_ids": [0], "exercise": {}}]) is None
+
+
+SESSION32 = (Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "gpu-h100"
+             / "session32" / "runs" / "gpu-study-recall-many-b128-49959c6f")
+RECALL_DATA = Path(__file__).resolve().parents[2] / "tasks" / "recall" / "data"
+
+
+def test_the_h100_study_separates_the_flips_no_cache_hit_can_explain(tmp_path):
+    """Session 32's combination (prefix caching + MTP, async scheduling on): its records
+    predate the waves' doc ids, so they are added as the runner groups them (group_waves
+    over the task's data); 15 of the cold race's 75 forward flips fell in cold waves, which
+    hit nothing, and 2 of the multi-turn task's 8 in its wave 1."""
+    import gzip
+
+    run = SESSION32 / "comparisons" / "prefix_caching=on+decoding=mtp"
+    summary = RunRecord.model_validate(read_summary(run))
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "paired_items.jsonl").write_bytes(gzip.decompress(
+        (run / "paired_items.jsonl.gz").read_bytes()))
+    items = read_paired_item_records(out)
+    arm = summary.arms["candidate"]
+    tasks = dict(arm.tasks)
+    for task, data in (("recall_cold_race_many_b128", "cold_race_many_b128"),
+                       ("recall_multiturn_many_b128", "multiturn_many_b128")):
+        docs = [json.loads(line) for line in
+                (RECALL_DATA / f"{data}.jsonl").read_text(encoding="utf-8").splitlines()]
+        groups = group_waves(docs, "wave")
+        waves = tasks[task].waves
+        assert [w["items"] for w in waves] == [len(g) for g in groups]
+        tasks[task] = tasks[task].model_copy(update={"waves": [
+            {**w, "doc_ids": g} for w, g in zip(waves, groups)]})
+    arms = {**summary.arms, "candidate": arm.model_copy(update={"tasks": tasks})}
+    section = one_sided_section(summary.model_copy(update={"arms": arms}), items)
+    rows = {r.task: r for r in section.rows}
+    assert rows["recall_cold_race_many_b128"].forward == 75
+    assert rows["recall_cold_race_many_b128"].uncached == "15 of 75"
+    assert rows["recall_multiturn_many_b128"].uncached == "2 of 8"
+    # as recorded (no doc ids): unknown, not zero
+    assert {r.uncached for r in one_sided_section(summary, items).rows} == {"-"}
