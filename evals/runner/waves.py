@@ -16,17 +16,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 
+def _metadata(task_obj) -> dict:
+    return getattr(getattr(task_obj, "config", None), "metadata", None) or {}
+
+
 def wave_field(task_obj) -> str | None:
     """The document field a task's `metadata.waves` names, or None."""
-    metadata = getattr(getattr(task_obj, "config", None), "metadata", None) or {}
-    field = metadata.get("waves")
+    field = _metadata(task_obj).get("waves")
     return str(field) if field else None
 
 
 def fresh_waves(task_obj) -> set:
     """The wave values a task's `metadata.fresh_waves` lists (no prefix-cache hit expected)."""
-    metadata = getattr(getattr(task_obj, "config", None), "metadata", None) or {}
-    return set(metadata.get("fresh_waves") or ())
+    return set(_metadata(task_obj).get("fresh_waves") or ())
 
 
 def indexed_without_waves(manager, task: str) -> bool:
@@ -50,6 +52,8 @@ def group_waves(docs: Sequence[dict], field: str, limit: int | None = None,
     return [groups[value][:limit] if limit else groups[value] for value in sorted(groups)]
 
 
-def wave_values(docs: Sequence[dict], field: str) -> list:
-    """The waves' values in the order group_waves returns their items."""
-    return sorted({doc[field] for doc in docs})
+def mark_fresh(groups: list[list[int]], docs: Sequence[dict], field: str,
+               fresh: set) -> list[tuple[list[int], bool]]:
+    """Each wave's items (group_waves) with whether its value is one `fresh` lists; a wave's
+    items share their value, so its first item's value is the wave's."""
+    return [(items, docs[items[0]][field] in fresh) for items in groups]

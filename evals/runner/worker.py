@@ -44,8 +44,8 @@ from evals.runner.repeat_scores import (merge_repeat_scores, tasks_with_repeats,
                                          write_repeat_scores)
 from evals.runner.server import ServerFailed
 from evals.runner.task_index import task_manager
-from evals.runner.waves import (fresh_waves, group_waves, indexed_without_waves, wave_field,
-                                wave_values)
+from evals.runner.waves import (fresh_waves, group_waves, indexed_without_waves, mark_fresh,
+                                wave_field)
 from evals.plan.schedule import chunks, item_order
 
 
@@ -172,8 +172,7 @@ def _waves(manager, task: str, limit: int | None) -> list[tuple[list[int], bool]
         groups = group_waves(docs, field, limit, task)
     except ValueError as exc:
         raise SystemExit(f"{BAD_INPUT_PREFIX}{exc}") from None
-    fresh = fresh_waves(task_obj)
-    return [(items, value in fresh) for items, value in zip(groups, wave_values(docs, field))]
+    return mark_fresh(groups, docs, field, fresh_waves(task_obj))
 
 
 WAVE_REPEATS = "repeats.json"

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evals.runner.waves import (fresh_waves, group_waves, indexed_without_waves, wave_field,
-                                wave_values)
+from evals.runner.waves import (fresh_waves, group_waves, indexed_without_waves, mark_fresh,
+                                wave_field)
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "tasks" / "recall"
@@ -186,8 +186,7 @@ def test_fresh_waves_come_from_the_metadata_in_the_order_of_the_waves():
 
     docs = [{"wave": 4}, {"wave": 3}, {"wave": 1}, {"wave": 2}]
     assert fresh_waves(Task()) == {3}
-    groups = group_waves(docs, "wave")
-    assert [(g, v in fresh_waves(Task())) for g, v in zip(groups, wave_values(docs, "wave"))] \
+    assert mark_fresh(group_waves(docs, "wave"), docs, "wave", fresh_waves(Task())) \
         == [([2], False), ([3], False), ([1], True), ([0], False)]
     Config.metadata = {"waves": "wave"}
     assert fresh_waves(Task()) == set()
