@@ -10,9 +10,9 @@
 #   bash benchmarks/gpu_h200/run.sh hybrid-study CONFIG     # 2 arms at a time; a rerun resumes
 # STEP_TIMEOUT=SECONDS bounds a step's suite command (default 540: one `run` is 600 s, so an
 # install in the same call needs a shorter one); `install --quick` records the versions only.
-# A `run` carries at most 64 MiB: the checkout (26.6 MiB of tracked files in session 30)
-# beside one 40 MiB wheel part is over it; make the parts with `offline_wheels.py .gpu
-# --part-mb 30` (or split 40 MiB parts again: `cat .gpu/part-* | split -b 30M -d -a 2 -
+# A `run` carries at most 64 MiB: the checkout (36.2 MB of tracked files in session 33)
+# beside one 30 MiB wheel part is over it; make the parts with `offline_wheels.py .gpu
+# --part-mb 25` (or split 40 MiB parts again: `cat .gpu/part-* | split -b 25M -d -a 2 -
 # .gpu/s/part-`), and carry one part per call; the install joins every /tmp/g/part-*.
 # State (reports, the run store, logs) stays in /tmp/evals-gpu while the machine is warm;
 # every step packs what it made into $OUT/<step>.tgz and prints the verdict lines.

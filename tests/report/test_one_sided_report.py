@@ -256,3 +256,43 @@ def test_the_h100_study_separates_the_flips_no_cache_hit_can_explain(tmp_path):
     assert rows["recall_multiturn_many_b128"].uncached == "2 of 8"
     # as recorded (no doc ids): unknown, not zero
     assert {r.uncached for r in one_sided_section(summary, items).rows} == {"-"}
+
+
+SESSION33 = (Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "gpu-h100"
+             / "session33" / "runs")
+
+
+@pytest.mark.parametrize("run, data, expected", [
+    # the many-manual study with async scheduling off: every forward flip in a question wave
+    ("gpu-study-recall-many-b128-sync-5bf32b54/comparisons/prefix_caching=on+decoding=mtp",
+     {"recall_cold_race_many_b128": "cold_race_many_b128",
+      "recall_multiturn_many_b128": "multiturn_many_b128"},
+     {"recall_cold_race_many_b128": (59, "0 of 59"), "recall_multiturn_many_b128": (0, "0 of 0")}),
+    # the 192-token A/B, async scheduling on: one flip of each task in its wave 1
+    ("gpu-recall-b192-0e6e9523",
+     {"recall_cold_race_b192": "cold_race_b192", "recall_multiturn_b192": "multiturn_b192"},
+     {"recall_cold_race_b192": (5, "1 of 5"), "recall_multiturn_b192": (11, "1 of 11")}),
+])
+def test_the_h100_records_with_doc_ids_count_the_flips_in_waves_with_no_cache_hit(
+        tmp_path, run, data, expected):
+    """Session 33's runs recorded each wave's doc ids on the H100. The column counts, from
+    those and vLLM's counters, what an independent join gives: the forward flips whose item
+    (the task's data, by doc id) sits in a wave that hit no cached token (counters.md: each
+    task's wave 1 and the many-manual cold race's cold waves, the odd ones)."""
+    import gzip
+
+    folder = SESSION33 / run
+    summary = RunRecord.model_validate(read_summary(folder))
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "paired_items.jsonl").write_bytes(gzip.decompress(
+        (folder / "paired_items.jsonl.gz").read_bytes()))
+    items = read_paired_item_records(out)
+    rows = {r.task: r for r in one_sided_section(summary, items).rows}
+    for task, (forward, uncached) in expected.items():
+        docs = [json.loads(line) for line in
+                (RECALL_DATA / f"{data[task]}.jsonl").read_text(encoding="utf-8").splitlines()]
+        flips = [i for i in items if i.task == task and i.baseline == 1 and i.candidate == 0]
+        in_odd_waves = sum(docs[i.doc_id]["wave"] % 2 == 1 for i in flips)
+        assert (rows[task].forward, rows[task].uncached) == (forward, uncached)
+        assert uncached == f"{in_odd_waves} of {len(flips)}"
