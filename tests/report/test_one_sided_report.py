@@ -218,6 +218,17 @@ def test_uncached_doc_ids_are_the_waves_with_no_cache_hit_or_unknown():
     assert uncached_doc_ids([{"wave": 1, "items": 1, "doc_ids": [0], "exercise": {}}]) is None
 
 
+def _gzipped_items(tmp_path: Path, run: Path) -> list[PairedItem]:
+    """The paired items of a committed GPU run, stored gzipped (paired_items.jsonl.gz)."""
+    import gzip
+
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "paired_items.jsonl").write_bytes(gzip.decompress(
+        (run / "paired_items.jsonl.gz").read_bytes()))
+    return read_paired_item_records(out)
+
+
 SESSION32 = (Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "gpu-h100"
              / "session32" / "runs" / "gpu-study-recall-many-b128-49959c6f")
 RECALL_DATA = Path(__file__).resolve().parents[2] / "tasks" / "recall" / "data"
@@ -228,15 +239,9 @@ def test_the_h100_study_separates_the_flips_no_cache_hit_can_explain(tmp_path):
     predate the waves' doc ids, so they are added as the runner groups them (group_waves
     over the task's data); 15 of the cold race's 75 forward flips fell in cold waves, which
     hit nothing, and 2 of the multi-turn task's 8 in its wave 1."""
-    import gzip
-
     run = SESSION32 / "comparisons" / "prefix_caching=on+decoding=mtp"
     summary = RunRecord.model_validate(read_summary(run))
-    out = tmp_path / "run"
-    out.mkdir()
-    (out / "paired_items.jsonl").write_bytes(gzip.decompress(
-        (run / "paired_items.jsonl.gz").read_bytes()))
-    items = read_paired_item_records(out)
+    items = _gzipped_items(tmp_path, run)
     arm = summary.arms["candidate"]
     tasks = dict(arm.tasks)
     for task, data in (("recall_cold_race_many_b128", "cold_race_many_b128"),
@@ -279,15 +284,9 @@ def test_the_h100_records_with_doc_ids_count_the_flips_in_waves_with_no_cache_hi
     those and vLLM's counters, what an independent join gives: the forward flips whose item
     (the task's data, by doc id) sits in a wave that hit no cached token (counters.md: each
     task's wave 1 and the many-manual cold race's cold waves, the odd ones)."""
-    import gzip
-
     folder = SESSION33 / run
     summary = RunRecord.model_validate(read_summary(folder))
-    out = tmp_path / "run"
-    out.mkdir()
-    (out / "paired_items.jsonl").write_bytes(gzip.decompress(
-        (folder / "paired_items.jsonl.gz").read_bytes()))
-    items = read_paired_item_records(out)
+    items = _gzipped_items(tmp_path, folder)
     rows = {r.task: r for r in one_sided_section(summary, items).rows}
     for task, (forward, uncached) in expected.items():
         docs = [json.loads(line) for line in
