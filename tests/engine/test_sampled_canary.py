@@ -26,6 +26,13 @@ SAMPLED_ENGINE = {**ENGINE, "enable_chunked_prefill": False}  # seeded requests 
 MTP = {"speculative_config": {"method": "mtp", "num_speculative_tokens": 1}}
 WORKAROUND = {"engine_workarounds": ["cpu_sampler_expand"]}
 ADDITION = {"name": "tiny_addition", "metric": "exact_match"}
+# The gate's alpha here: sampled answers depend on a CPU's floating-point order, so another
+# CPU kind draws other samples from the same seed, and at alpha 0.05 a clean run of this A/B
+# is a REGRESSION about one time in ten (2 of seeds 1-20 on an AMD EPYC; seed 1234 on an
+# Intel Xeon with AMX: benchmarks/results/cpu-amx/session34). At 0.005 about one in a
+# hundred; the harmful fault's answer-distribution p stays below it (0.001 to 0.002 at
+# seeds 1234, 1 and 7), the benign one's above (0.05 to 0.19).
+ALPHA = 0.005
 
 
 def _config(tmp_path, name: str = "sampled-canary", *, greedy: bool = False):
@@ -36,7 +43,7 @@ def _config(tmp_path, name: str = "sampled-canary", *, greedy: bool = False):
         intended_change=["speculative_config"],
         chat={"template": str(TEMPLATE), "system": "Answer with one word or number."},
         decoding=decoding, repeats=1 if greedy else 8,
-        gate={"alpha": 0.05, "margin": 0.05, "answer_distribution": "fail"})
+        gate={"alpha": ALPHA, "margin": 0.05, "answer_distribution": "fail"})
 
 
 def _canary(tmp_path, config, name: str) -> tuple:
@@ -69,7 +76,7 @@ def test_the_sampled_canary_catches_spec_unverified_by_its_answers(tmp_path):
     assert harmful["fired"] > 0 and harmful["caught"] and harmful["verdict"] == "REGRESSION"
     task = _summary(reports, harmful["run_id"])["tasks"][0]
     assert task["answer_distribution"]["changed"], task
-    assert task["answer_distribution"]["pvalue"] < 0.05
+    assert task["answer_distribution"]["pvalue"] < ALPHA
     benign = faults["benign_tie_noise"]
     assert benign["fired"] > 0 and not benign["caught"]
     page = (reports / data["clean"]["run_id"] / "report.html").read_text(encoding="utf-8")
