@@ -31,7 +31,7 @@ ADDITION = {"name": "tiny_addition", "metric": "exact_match"}
 # is a REGRESSION about one time in ten (2 of seeds 1-20 on an AMD EPYC; seed 1234 on an
 # Intel Xeon with AMX: benchmarks/results/cpu-amx/session34). At 0.005 about one in a
 # hundred; the harmful fault's answer-distribution p stays below it (0.001 to 0.002 at
-# seeds 1234, 1 and 7), the benign one's above (0.05 to 0.19).
+# seeds 1234, 1 and 7), the benign one's above (0.045 to 0.19).
 ALPHA = 0.005
 
 
