@@ -39,7 +39,7 @@ case $step in
     python -m pip install -q --no-index --no-deps --no-build-isolation -e . 2>&1 | tail -2
     { grep -m1 'model name' /proc/cpuinfo
       echo "flags: $(grep -o 'avx512f\|avx512_bf16\|amx_tile\|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
-      echo "cpus: $(nproc)"
+      echo "cpus: $(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)"  # nproc obeys both
       python -c "import sys, torch, vllm, lm_eval; print('python', sys.version.split()[0], 'torch', torch.__version__, 'vllm', vllm.__version__, 'lm_eval', lm_eval.__version__, 'cuda', torch.cuda.is_available())"
       echo "packed at $(cat $A/commit); pytest $*"; } > "$OUT/platform.txt" 2>&1
     cat "$OUT/platform.txt"
