@@ -16,8 +16,9 @@
 # device time a part (28 parts, 707 MiB, in session 35).
 # Then, on the device (each one `run` call, see step.sh):
 #   bash benchmarks/cpu_amx/step.sh part NN ...; bash benchmarks/cpu_amx/step.sh install LAST
-#   bash benchmarks/cpu_amx/step.sh test -m engine -n 4 --dist loadscope ...
-# or first the tests that have not yet passed there: ... test @benchmarks/cpu_amx/not_yet_passed_on_amx.args
+#   bash benchmarks/cpu_amx/step.sh test -m engine -n 8 --dist loadscope ...
+# The 76 engine tests take two test calls there: 61 passed in the first (575 s), the other 15
+# in a second that deselects those (502 s; benchmarks/results/cpu-amx/session36/).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 VENV=.nox/tests
