@@ -3,6 +3,7 @@
 #   bash benchmarks/cpu_amx/step.sh part NN             # keep part NN in /tmp/amx
 #   bash benchmarks/cpu_amx/step.sh install NN          # the last part; then the Python and a venv
 #   bash benchmarks/cpu_amx/step.sh test PYTEST_ARGS... # pytest in that venv, the GPU hidden
+#     (e.g. the quick tier: test -m "not engine" -n 8 -p no:cacheprovider -q -rs, about 120 s)
 # The venv holds the CI's wheels as `pip freeze` listed them here; the tests see a CPU-only
 # machine (CUDA_VISIBLE_DEVICES empty, EVALS_FORCE_CPU=1), as on a CI runner. $OUT gets the
 # platform, the freeze, pytest's log and the tests' artifacts.
@@ -25,7 +26,11 @@ case $step in
       if (/sbin/ldconfig -p 2>/dev/null || ldconfig -p) | awk '{print $1}' | grep -qx "$(basename "$lib")"; then
         rm "$lib"; else echo "bundled: $(basename "$lib")"; fi
     done
+    # the dynamic linker finds the packed libpython without LD_LIBRARY_PATH: tests that start
+    # Python with a bare environment (the fork server's, the engine lock's) need it (session 37)
+    printf '%s\n' $A/py/lib $A/libs > /etc/ld.so.conf.d/amx-python.conf && ldconfig
     py=$(ls $A/py/bin/python3.*)
+    env -i "$py" -c "pass" || echo "the packed Python does not start in a bare environment"
     $py -c "import ssl, sqlite3, ctypes, lzma, bz2, zlib, uuid, pyexpat, sys; print('python', sys.version.split()[0])"
     $py -m venv --without-pip $A/venv
     pip_wheel=$(ls $A/wheels/pip-*.whl)  # pip runs from its own wheel

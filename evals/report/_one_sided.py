@@ -12,8 +12,9 @@ the reader; the verdict comes from the gate's one-sided test, not from this read
 Beside the flips, the shape of every changed output (issue 54): a response that is the
 other arm's with one piece of text added (vLLM #53919's async-scheduling overrun: the
 baseline's answer with one more token, at its end or repeated inside it, as the H200 study
-recorded) or a response rewritten otherwise (what a corrupted recurrent state or cache hit
-does, #43559). A run with async scheduling off beside one with it on tells the two
+recorded; a response cut at the generation budget loses as much at its end, as in the H100
+recall runs) or a response rewritten otherwise (what a corrupted recurrent state or cache
+hit does, #43559). A run with async scheduling off beside one with it on tells the two
 mechanisms apart, and the section says which this run is (each arm's async scheduling as
 vLLM resolved it): where both arms had it off, no flip can be the async race.
 
@@ -103,15 +104,28 @@ class OutputChanges:
 
 
 def one_piece_added(a: str, b: str) -> bool:
-    """Whether the longer of `a` and `b` is the shorter with one piece of text inserted
-    (appended, prepended or inside)."""
-    short, long = sorted((a, b), key=len)
-    if len(short) == len(long):
-        return False
+    """Whether one of `a` and `b` is the other with one piece of text inserted (appended,
+    prepended or inside). A response cut at the generation budget loses at its end as many
+    tokens as the piece added, so the one with the piece may stop short of the other's end;
+    what it keeps of the other after the piece must then be at least as long as what it
+    lost (an H100 recall run's ' 7743' + newline + 'Q: vaul' against ' 77743' + newline +
+    'Q: va': one token inserted, one cut)."""
+    return a != b and (_with_piece(a, b) or _with_piece(b, a))
+
+
+def _with_piece(base: str, other: str) -> bool:
+    """`other` is base[:p] + piece + base[p:p + kept], the piece not empty, p the length of
+    their common prefix, and what is cut from base's end 0 or at most `kept`."""
     p = 0
-    while p < len(short) and short[p] == long[p]:
+    while p < min(len(base), len(other)) and base[p] == other[p]:
         p += 1
-    return long.endswith(short[p:])
+    rest = base[p:]
+    for start in range(p + 1, len(other) + 1):
+        kept = len(other) - start
+        cut = len(rest) - kept
+        if cut >= 0 and (cut == 0 or kept >= cut) and rest.startswith(other[start:]):
+            return True
+    return False
 
 
 def _responses(value) -> list[str] | None:

@@ -3,6 +3,7 @@ beside them, in the view-model, report.html and summary.md."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -94,10 +95,40 @@ def _recorded_items(run: str, comparison: str) -> list[PairedItem]:
     (" 8157", " 815", True),  # the other way round: the baseline is the longer
     ("abc", "xabcx", False),  # two pieces inserted
     ("", "4821", True),
+    # cut at the generation budget: the inserted token pushes the last one out
+    (" 7743\nQ: vaul", " 77743\nQ: va", True),
+    (" 5561\nQ: vaul", " 556561\nQ: v", True),
+    (" 4743\nQ: vaul", " 4736\nQ: vaul", False),  # the cache-hit rewrite, same length
+    (" 1979\nQ: give", " 1921\nQ: vaul", False),
+    (" 1234", " 12x3", True),  # what is kept after the piece (3) is as long as the cut (4)
+    (" 12345", " 12x3", False),  # kept 1 of the rest, 2 cut: not enough to tell
 ])
 def test_one_piece_added(a, b, added):
     assert one_piece_added(a, b) is added
     assert one_piece_added(b, a) is added
+
+
+H100 = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "gpu-h100"
+
+
+def _gz_items(path: Path) -> list[PairedItem]:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f]
+    return as_items([r for r in rows if "task" in r])
+
+
+def test_budget_cut_async_overruns_read_as_text_added_the_cache_hit_rewrites_do_not():
+    # one H100, vLLM 0.26.0, async scheduling on, 256-token blocks: two of the cold race's
+    # forward flips are ' 7743\nQ: vaul' -> ' 77743\nQ: va', cut at the budget (session 33)
+    on = _gz_items(H100 / "session33" / "runs" / "gpu-recall-b256-151762b8"
+                   / "paired_items.jsonl.gz")
+    assert output_changes(on)["recall_cold_race_b256"] == OutputChanges(5, 2, 3)
+    # async scheduling off, 192-token blocks: only the cache-hit rewrites (4743 -> ' 4736',
+    # 1979 -> ' 1921') and other rewritten continuations are left (session 37)
+    off = output_changes(_gz_items(H100 / "session37" / "runs" / "gpu-recall-b192-sync-12b932a5"
+                                   / "paired_items.jsonl.gz"))
+    assert off == {"recall_cold_race_b192": OutputChanges(4, 0, 4),
+                   "recall_multiturn_b192": OutputChanges(30, 0, 30)}
 
 
 def test_the_h200_async_overruns_read_as_text_added_and_the_rewrite_as_rewritten():
