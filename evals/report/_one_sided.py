@@ -115,7 +115,8 @@ def one_piece_added(a: str, b: str) -> bool:
 
 def _with_piece(base: str, other: str) -> bool:
     """`other` is base[:p] + piece + base[p:p + kept], the piece not empty, p the length of
-    their common prefix, and what is cut from base's end 0 or at most `kept`."""
+    their common prefix, and what is cut from base's end at most `kept` (0 when nothing is
+    kept: an appended piece)."""
     p = 0
     while p < min(len(base), len(other)) and base[p] == other[p]:
         p += 1
@@ -123,7 +124,7 @@ def _with_piece(base: str, other: str) -> bool:
     for start in range(p + 1, len(other) + 1):
         kept = len(other) - start
         cut = len(rest) - kept
-        if cut >= 0 and (cut == 0 or kept >= cut) and rest.startswith(other[start:]):
+        if kept >= cut and rest.startswith(other[start:]):
             return True
     return False
 

@@ -79,12 +79,17 @@ SESSION5 = (Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "gp
             / "session5")
 
 
-def _recorded_items(run: str, comparison: str) -> list[PairedItem]:
-    """The changed items an H200 study recorded (vLLM, tiny hybrid; the file's first line
-    is a note, not an item)."""
-    path = SESSION5 / run / "comparisons" / comparison / "flipped_items.jsonl"
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+def _items_at(path: Path) -> list[PairedItem]:
+    """Recorded paired items, plain or gzipped JSON lines (a line without a task is a note
+    or the header, not an item)."""
+    with (gzip.open if path.suffix == ".gz" else open)(path, "rt", encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f]
     return as_items([r for r in rows if "task" in r])
+
+
+def _recorded_items(run: str, comparison: str) -> list[PairedItem]:
+    """The changed items an H200 study recorded (vLLM, tiny hybrid)."""
+    return _items_at(SESSION5 / run / "comparisons" / comparison / "flipped_items.jsonl")
 
 
 @pytest.mark.parametrize("a, b, added", [
@@ -111,21 +116,15 @@ def test_one_piece_added(a, b, added):
 H100 = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "gpu-h100"
 
 
-def _gz_items(path: Path) -> list[PairedItem]:
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        rows = [json.loads(line) for line in f]
-    return as_items([r for r in rows if "task" in r])
-
-
 def test_budget_cut_async_overruns_read_as_text_added_the_cache_hit_rewrites_do_not():
     # one H100, vLLM 0.26.0, async scheduling on, 256-token blocks: two of the cold race's
     # forward flips are ' 7743\nQ: vaul' -> ' 77743\nQ: va', cut at the budget (session 33)
-    on = _gz_items(H100 / "session33" / "runs" / "gpu-recall-b256-151762b8"
+    on = _items_at(H100 / "session33" / "runs" / "gpu-recall-b256-151762b8"
                    / "paired_items.jsonl.gz")
     assert output_changes(on)["recall_cold_race_b256"] == OutputChanges(5, 2, 3)
     # async scheduling off, 192-token blocks: only the cache-hit rewrites (4743 -> ' 4736',
     # 1979 -> ' 1921') and other rewritten continuations are left (session 37)
-    off = output_changes(_gz_items(H100 / "session37" / "runs" / "gpu-recall-b192-sync-12b932a5"
+    off = output_changes(_items_at(H100 / "session37" / "runs" / "gpu-recall-b192-sync-12b932a5"
                                    / "paired_items.jsonl.gz"))
     assert off == {"recall_cold_race_b192": OutputChanges(4, 0, 4),
                    "recall_multiturn_b192": OutputChanges(30, 0, 30)}
